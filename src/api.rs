@@ -1,0 +1,133 @@
+//! The HTTP surface: `/metrics`, `/health/fleet`, `/health/servers/{id}`,
+//! `/-/healthy`, `/-/ready`. Handlers read the latest fleet snapshot and the
+//! metrics registry; they never touch sessions.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path, State as AxState};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::fleet::Snapshot;
+use crate::metrics::Metrics;
+use crate::tracker::ServerStatus;
+use crate::verdict::State;
+
+/// What handlers can read.
+#[derive(Clone)]
+pub struct ApiState {
+    /// Latest fleet snapshot.
+    pub fleet: watch::Receiver<Arc<Snapshot>>,
+    /// The metrics registry.
+    pub metrics: Arc<Metrics>,
+}
+
+/// Largest request body accepted (there are no body-taking endpoints yet).
+const MAX_BODY: usize = 64 * 1024;
+/// A request that takes longer than this is answered 408 (slow clients).
+const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The router with every endpoint.
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/health/fleet", get(fleet))
+        .route("/health/servers/{id}", get(server))
+        .route("/-/healthy", get(|| async { "mcpmon is healthy.\n" }))
+        .route("/-/ready", get(ready))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(deadline))
+        .with_state(state)
+}
+
+async fn deadline(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    match tokio::time::timeout(REQUEST_DEADLINE, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => StatusCode::REQUEST_TIMEOUT.into_response(),
+    }
+}
+
+async fn metrics(AxState(st): AxState<ApiState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        st.metrics.render(),
+    )
+        .into_response()
+}
+
+fn server_json(s: &ServerStatus) -> serde_json::Value {
+    json!({
+        "id": s.id,
+        "status": s.status,
+        "reason": s.reason,
+        "detail": s.detail,
+        "transport": s.transport,
+        "since": crate::tracker::rfc3339(s.since),
+        "last_check": s.last_check.map(crate::tracker::rfc3339),
+        "response_time_ms": s.response_time_ms.map(|v| (v * 1000.0).round() / 1000.0),
+        "era": s.era,
+        "protocol_version": s.server_info.as_ref().map(|i| &i.protocol_version),
+        "server_name": s.server_info.as_ref().map(|i| &i.name),
+        "server_version": s.server_info.as_ref().map(|i| &i.version),
+        "consecutive_failures": s.consecutive_failures,
+        "tools": s.tools,
+    })
+}
+
+async fn fleet(AxState(st): AxState<ApiState>) -> Response {
+    let snap = st.fleet.borrow().clone();
+    let (state, meets) = snap.verdict();
+    let body = json!({
+        "status": state,
+        "summary": snap.summary(),
+        "policy": {
+            "min_available_percentage": snap.policy.min_available_percentage,
+            "degraded_is_available": snap.policy.degraded_is_available,
+            "met": meets,
+        },
+        "servers": snap.servers.values().map(|s| server_json(s)).collect::<Vec<_>>(),
+    });
+    let code = if meets {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, axum::Json(body)).into_response()
+}
+
+async fn server(AxState(st): AxState<ApiState>, Path(id): Path<String>) -> Response {
+    let snap = st.fleet.borrow().clone();
+    let Some(s) = snap.servers.get(&id) else {
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"error": "no such server"})),
+        )
+            .into_response();
+    };
+    let mut body = server_json(s);
+    body["session_started"] = json!(s.session_started.map(crate::tracker::rfc3339));
+    body["sessions"] = json!(s.sessions);
+    body["health_check"] = json!(s.health_check);
+    body["events"] = json!(s.events);
+    let code = match s.status {
+        State::Healthy | State::Degraded => StatusCode::OK,
+        State::Unhealthy | State::Unknown => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (code, axum::Json(body)).into_response()
+}
+
+async fn ready(AxState(st): AxState<ApiState>) -> Response {
+    if st.fleet.borrow().ready {
+        (StatusCode::OK, "mcpmon is ready.\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "mcpmon is starting.\n").into_response()
+    }
+}

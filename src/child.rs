@@ -1,0 +1,264 @@
+//! stdio server processes: spawn in their own process group, forward stderr
+//! to the log (bounded and rate-limited), notice exit, and shut down the way
+//! the MCP spec says (close stdin, wait, SIGTERM, wait, SIGKILL), signalling
+//! the whole group so wrappers such as `npx`, `uv run` or `sh -c` leave no
+//! orphan behind.
+
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio::process::{ChildStdin, ChildStdout, Command};
+use tokio::sync::watch;
+
+use crate::config::TransportSpec;
+
+/// Longest stderr line logged; the rest of a longer line is dropped.
+const MAX_STDERR_LINE: usize = 4096;
+/// stderr lines logged per second per server, with this burst.
+const STDERR_LINES_PER_SEC: f64 = 20.0;
+const STDERR_BURST: f64 = 100.0;
+
+/// How a child process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exit {
+    /// Exit code, if it exited normally.
+    pub code: Option<i32>,
+    /// Signal number, if it was killed by one.
+    pub signal: Option<i32>,
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.code, self.signal) {
+            (Some(c), _) => write!(f, "exited with code {c}"),
+            (None, Some(s)) => write!(f, "killed by signal {s}"),
+            (None, None) => f.write_str("exited"),
+        }
+    }
+}
+
+impl From<ExitStatus> for Exit {
+    fn from(s: ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        Exit {
+            code: s.code(),
+            signal: s.signal(),
+        }
+    }
+}
+
+/// A running stdio server process.
+#[derive(Debug)]
+pub struct Child {
+    pid: u32,
+    exited: watch::Receiver<Option<Exit>>,
+}
+
+/// A spawned child plus the pipes the MCP transport uses.
+pub struct Spawned {
+    /// The process.
+    pub child: Child,
+    /// Its stdout (server → mcpmon).
+    pub stdout: ChildStdout,
+    /// Its stdin (mcpmon → server).
+    pub stdin: ChildStdin,
+}
+
+/// Spawn the configured command in its own process group.
+pub fn spawn(server_id: &str, spec: &TransportSpec) -> std::io::Result<Spawned> {
+    let TransportSpec::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    } = spec
+    else {
+        return Err(std::io::Error::other("not a stdio server"));
+    };
+    let mut cmd = Command::new(command);
+    cmd.args(args)
+        .envs(env.iter().map(|(k, v)| (k, v.expose())))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    // SAFETY: prctl is async-signal-safe and touches only the new process.
+    // If mcpmon dies (even by SIGKILL) the kernel kills the direct child.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    let pid = child
+        .id()
+        .ok_or_else(|| std::io::Error::other("child has no pid"))?;
+    let (Some(stdout), Some(stdin), Some(stderr)) =
+        (child.stdout.take(), child.stdin.take(), child.stderr.take())
+    else {
+        return Err(std::io::Error::other("child pipes missing"));
+    };
+    let (tx, exited) = watch::channel(None);
+    let id = server_id.to_owned();
+    tokio::spawn(async move {
+        let exit = match child.wait().await {
+            Ok(status) => Exit::from(status),
+            Err(_) => Exit {
+                code: None,
+                signal: None,
+            },
+        };
+        // Whatever the leader did, nothing of its group may outlive it.
+        signal_group(pid, libc::SIGKILL);
+        tracing::debug!(server = %id, pid, %exit, "child process ended");
+        let _ = tx.send(Some(exit));
+    });
+    tokio::spawn(forward_stderr(server_id.to_owned(), stderr));
+    Ok(Spawned {
+        child: Child { pid, exited },
+        stdout,
+        stdin,
+    })
+}
+
+impl Child {
+    /// The process id (also the process group id).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// How it ended, if it has.
+    pub fn exit(&self) -> Option<Exit> {
+        *self.exited.borrow()
+    }
+
+    /// Resolves when the process has exited.
+    pub async fn exited(&self) -> Exit {
+        let mut rx = self.exited.clone();
+        let exit = match rx.wait_for(Option::is_some).await {
+            Ok(v) => *v,
+            Err(_) => None,
+        };
+        match exit {
+            Some(exit) => exit,
+            // The waiter task is gone only if the runtime is shutting down.
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The spec's shutdown sequence after stdin has been closed by the caller:
+    /// wait, SIGTERM the group, wait, SIGKILL the group. Bounded by `3 * grace`.
+    pub async fn shutdown(&self, grace: Duration) -> Exit {
+        if let Ok(exit) = tokio::time::timeout(grace, self.exited()).await {
+            return exit;
+        }
+        signal_group(self.pid, libc::SIGTERM);
+        if let Ok(exit) = tokio::time::timeout(grace, self.exited()).await {
+            return exit;
+        }
+        signal_group(self.pid, libc::SIGKILL);
+        match tokio::time::timeout(grace, self.exited()).await {
+            Ok(exit) => exit,
+            Err(_) => Exit {
+                code: None,
+                signal: Some(libc::SIGKILL),
+            },
+        }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        // A session dropped without `shutdown` (task aborted) still leaves no orphan.
+        if self.exit().is_none() {
+            signal_group(self.pid, libc::SIGKILL);
+        }
+    }
+}
+
+fn signal_group(pid: u32, signal: i32) {
+    let Ok(pgid) = i32::try_from(pid) else { return };
+    // SAFETY: plain syscall; ESRCH (group already gone) is fine.
+    unsafe {
+        libc::killpg(pgid, signal);
+    }
+}
+
+/// Log stderr lines tagged with the server id, bounded in length and rate.
+/// stderr is always drained, even when lines are dropped: a child blocked on a
+/// full stderr pipe would look hung.
+async fn forward_stderr(server: String, mut stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncReadExt;
+    let mut limiter = RateLimit::new();
+    let mut line: Vec<u8> = Vec::new();
+    let mut overlong = false;
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = match stderr.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &b in &chunk[..n] {
+            if b == b'\n' {
+                if limiter.allow(&server) {
+                    let text = String::from_utf8_lossy(&line);
+                    let cut = if overlong { " (truncated)" } else { "" };
+                    tracing::info!(target: "mcpmon::stderr", server = %server, "{text}{cut}");
+                }
+                line.clear();
+                overlong = false;
+            } else if line.len() < MAX_STDERR_LINE {
+                line.push(b);
+            } else {
+                overlong = true;
+            }
+        }
+    }
+    limiter.flush(&server);
+}
+
+/// A token bucket that counts what it refuses and reports it once allowed again.
+struct RateLimit {
+    tokens: f64,
+    last: Instant,
+    dropped: u64,
+}
+
+impl RateLimit {
+    fn new() -> Self {
+        RateLimit {
+            tokens: STDERR_BURST,
+            last: Instant::now(),
+            dropped: 0,
+        }
+    }
+
+    fn allow(&mut self, server: &str) -> bool {
+        let now = Instant::now();
+        self.tokens = (self.tokens
+            + now.duration_since(self.last).as_secs_f64() * STDERR_LINES_PER_SEC)
+            .min(STDERR_BURST);
+        self.last = now;
+        if self.tokens < 1.0 {
+            self.dropped += 1;
+            return false;
+        }
+        self.tokens -= 1.0;
+        self.flush(server);
+        true
+    }
+
+    fn flush(&mut self, server: &str) {
+        if self.dropped > 0 {
+            tracing::warn!(server = %server, dropped = self.dropped, "stderr lines dropped by rate limit");
+            self.dropped = 0;
+        }
+    }
+}

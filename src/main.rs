@@ -1,0 +1,303 @@
+//! The `mcpmon` binary: flags, logging, signals; everything else is the library.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use mcpmon::config;
+use mcpmon::probe::{ProbeOptions, probe};
+use mcpmon::verdict::State;
+
+#[derive(Parser)]
+#[command(
+    name = "mcpmon",
+    version,
+    about = "Health monitor for fleets of MCP servers"
+)]
+struct Cli {
+    /// The fleet file (YAML).
+    #[arg(long = "config.file", value_name = "FILE")]
+    config_file: Option<PathBuf>,
+    /// Address for /metrics and /health.
+    #[arg(long = "web.listen-address", default_value = "127.0.0.1:9850")]
+    listen: String,
+    /// Log format.
+    #[arg(long = "log.format", value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
+    /// Log level or filter (RUST_LOG syntax).
+    #[arg(long = "log.level", default_value = "info", global = true)]
+    log_level: String,
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Validate a fleet file; exits 0 when valid, 1 with every error otherwise.
+    CheckConfig {
+        /// The file to check.
+        file: PathBuf,
+    },
+    /// Check one server once and print what was found; exits 0 only when healthy.
+    Probe {
+        /// An http(s) URL, or `-- command args…` for a stdio server.
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        target: Vec<String>,
+        /// `auto` or a protocol revision to pin.
+        #[arg(long, default_value = "auto")]
+        protocol: String,
+        /// Extra HTTP header, `Name: value` (repeatable).
+        #[arg(long = "header")]
+        headers: Vec<String>,
+        /// Environment variable holding a bearer token.
+        #[arg(long)]
+        bearer_token_env: Option<String>,
+        /// Deadline for connecting plus the handshake.
+        #[arg(long, default_value = "15s")]
+        connect_timeout: String,
+        /// Deadline for each liveness probe.
+        #[arg(long, default_value = "5s")]
+        ping_timeout: String,
+        /// Liveness probes to send.
+        #[arg(long, default_value_t = 3)]
+        pings: u32,
+        /// Also call this tool.
+        #[arg(long)]
+        call: Option<String>,
+        /// JSON object of arguments for --call.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format, &cli.log_level);
+    match real_main(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("mcpmon: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    match cli.cmd {
+        Some(Cmd::CheckConfig { file }) => Ok(check_config(&file)),
+        Some(Cmd::Probe {
+            target,
+            protocol,
+            headers,
+            bearer_token_env,
+            connect_timeout,
+            ping_timeout,
+            pings,
+            call,
+            args,
+            output,
+        }) => {
+            let doc = probe_config(
+                &target,
+                &protocol,
+                &headers,
+                bearer_token_env.as_deref(),
+                &connect_timeout,
+                &ping_timeout,
+            )?;
+            let cfg = config::parse(Path::new("<probe>"), &doc.to_string(), &|v| {
+                std::env::var(v).ok()
+            })
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let spec = cfg
+                .servers
+                .into_iter()
+                .next()
+                .context("no server to probe")?;
+            let call = match call {
+                Some(tool) => {
+                    let serde_json::Value::Object(a) =
+                        serde_json::from_str(&args).context("--args must be a JSON object")?
+                    else {
+                        anyhow::bail!("--args must be a JSON object");
+                    };
+                    Some((tool, a))
+                }
+                None => None,
+            };
+            let report = runtime.block_on(async {
+                let http = mcpmon::http_client()?;
+                anyhow::Ok(probe(&spec, &http, &ProbeOptions { pings, call }).await)
+            })?;
+            match output {
+                Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+                Output::Text => print_report(&report),
+            }
+            Ok(if report.state == State::Healthy {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        None => {
+            let file = cli
+                .config_file
+                .context("--config.file is required (or use a subcommand; see --help)")?;
+            let cfg = config::load(&file).map_err(|e| anyhow::anyhow!("invalid config:\n{e}"))?;
+            runtime.block_on(async {
+                let listener = tokio::net::TcpListener::bind(&cli.listen)
+                    .await
+                    .with_context(|| format!("binding {}", cli.listen))?;
+                tracing::info!(address = %listener.local_addr()?, "listening");
+                mcpmon::run(cfg, listener, shutdown_signal()).await?;
+                anyhow::Ok(())
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn check_config(file: &Path) -> ExitCode {
+    match config::load(file) {
+        Ok(cfg) => {
+            println!("{}: valid, {} server(s)", file.display(), cfg.servers.len());
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            eprintln!("{errors}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The probe target as a one-server config document (JSON is valid YAML), so
+/// it goes through exactly the same validation as a fleet file.
+fn probe_config(
+    target: &[String],
+    protocol: &str,
+    headers: &[String],
+    bearer_token_env: Option<&str>,
+    connect_timeout: &str,
+    ping_timeout: &str,
+) -> anyhow::Result<serde_json::Value> {
+    let first = target.first().map(String::as_str).unwrap_or_default();
+    let mut server = serde_json::json!({
+        "id": "probe",
+        "protocol": protocol,
+        "connect_timeout": connect_timeout,
+        "ping_timeout": ping_timeout,
+        "ping_interval": ping_timeout,
+    });
+    if first.starts_with("http://") || first.starts_with("https://") {
+        server["transport"] = "http".into();
+        server["url"] = first.into();
+        let mut h = serde_json::Map::new();
+        for line in headers {
+            let (k, v) = line
+                .split_once(':')
+                .with_context(|| format!("--header {line:?} is not `Name: value`"))?;
+            h.insert(k.trim().to_owned(), v.trim().into());
+        }
+        server["headers"] = h.into();
+        if let Some(var) = bearer_token_env {
+            server["bearer_token_env"] = var.into();
+        }
+    } else {
+        let (cmd, args) = target.split_first().context("no command given")?;
+        server["transport"] = "stdio".into();
+        server["command"] = cmd.as_str().into();
+        server["args"] = args.into();
+    }
+    Ok(serde_json::json!({ "servers": [server] }))
+}
+
+fn print_report(r: &mcpmon::probe::ProbeReport) {
+    println!("state:      {} ({})", r.state.as_str(), r.reason.as_str());
+    if !r.detail.is_empty() {
+        println!("detail:     {}", r.detail);
+    }
+    if let (Some(era), Some(info)) = (r.era, &r.server_info) {
+        println!(
+            "server:     {} {} (protocol {}, {:?} era)",
+            info.name, info.version, info.protocol_version, era
+        );
+    }
+    if let Some(h) = r.handshake_ms {
+        println!("handshake:  {h:.3} ms");
+    }
+    if !r.ping_ms.is_empty() {
+        let list: Vec<String> = r.ping_ms.iter().map(|v| format!("{v:.3}")).collect();
+        println!("liveness:   {} ms", list.join(", "));
+    }
+    for e in &r.ping_errors {
+        println!("liveness:   failed: {e}");
+    }
+    if !r.tools.is_empty() {
+        println!("tools:      {}", r.tools.join(", "));
+    }
+    if let Some(h) = &r.health_check {
+        let status = h
+            .status
+            .map_or("unreadable".to_owned(), |s| format!("{s:?}").to_lowercase());
+        println!("health:     {status}");
+        for (k, v) in &h.fields {
+            println!("            {k} = {v}");
+        }
+    }
+    match &r.call {
+        Some(Ok(text)) => println!("call:       ok: {text}"),
+        Some(Err(e)) => println!("call:       failed: {e}"),
+        None => {}
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stop with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}
+
+fn init_logging(format: LogFormat, level: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|f| EnvFilter::try_new(f).ok())
+        .or_else(|| EnvFilter::try_new(format!("{level},rmcp=warn")).ok())
+        .unwrap_or_else(|| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

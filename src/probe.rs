@@ -1,0 +1,158 @@
+//! `mcpmon probe`: one session, a few liveness probes, the health_check tool
+//! if listed, an optional tool call, and the same judgment the service uses.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::config::ServerSpec;
+use crate::health_check::HealthReport;
+use crate::session::{Era, ServerInfo, Session};
+use crate::tracker::Tracker;
+use crate::verdict::{Outcome, Reason, State};
+
+/// What to do beyond the handshake.
+#[derive(Clone, Debug)]
+pub struct ProbeOptions {
+    /// Liveness probes to send.
+    pub pings: u32,
+    /// A tool to call, with its arguments.
+    pub call: Option<(String, serde_json::Map<String, serde_json::Value>)>,
+}
+
+/// What one probe found.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProbeReport {
+    /// Server id (the target as given).
+    pub server: String,
+    /// Era spoken, if connected.
+    pub era: Option<Era>,
+    /// Server identity, if connected.
+    pub server_info: Option<ServerInfo>,
+    /// Handshake time (spawn/connect included).
+    pub handshake_ms: Option<f64>,
+    /// Round trip of each answered liveness probe.
+    pub ping_ms: Vec<f64>,
+    /// Errors of liveness probes that failed.
+    pub ping_errors: Vec<String>,
+    /// Tool names listed.
+    pub tools: Vec<String>,
+    /// What the health_check tool said, if listed.
+    pub health_check: Option<HealthReport>,
+    /// The requested tool call's outcome: text of the result or the error.
+    pub call: Option<Result<String, String>>,
+    /// The verdict.
+    pub state: State,
+    /// Why.
+    pub reason: Reason,
+    /// Detail for humans.
+    pub detail: String,
+}
+
+/// Run one probe against `spec`.
+pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOptions) -> ProbeReport {
+    let s = &spec.settings;
+    let mut tracker = Tracker::new(spec, Instant::now());
+    let mut report = ProbeReport {
+        server: spec.id.clone(),
+        era: None,
+        server_info: None,
+        handshake_ms: None,
+        ping_ms: Vec::new(),
+        ping_errors: Vec::new(),
+        tools: Vec::new(),
+        health_check: None,
+        call: None,
+        state: State::Unknown,
+        reason: Reason::Starting,
+        detail: String::new(),
+    };
+    let started = Instant::now();
+    let session = match Session::open(spec, http, None).await {
+        Ok(session) => session,
+        Err(e) => {
+            tracker.link_down(e.reason, &e.to_string(), Instant::now());
+            report.state = State::Unhealthy;
+            report.reason = e.reason;
+            report.detail = tracker.scrub(&e.to_string());
+            return report;
+        }
+    };
+    let handshake = started.elapsed();
+    report.handshake_ms = Some(ms(handshake));
+    report.era = Some(session.era);
+    report.server_info = Some(session.info.clone());
+    match session.list_tools(s.request_timeout.0).await {
+        Ok(tools) => report.tools = tools,
+        Err(e) => report.detail = format!("tools/list: {e}"),
+    }
+    tracker.session_opened(
+        session.era,
+        session.info.clone(),
+        Some(report.tools.len()),
+        handshake,
+        Instant::now(),
+    );
+    for _ in 0..opts.pings {
+        let r = session.liveness(s.ping_timeout.0).await;
+        match &r {
+            Ok(rtt) => report.ping_ms.push(ms(*rtt)),
+            Err(e) => report.ping_errors.push(tracker.scrub(&e.to_string())),
+        }
+        tracker.liveness(r.as_ref().copied(), Instant::now());
+    }
+    if report.tools.iter().any(|t| t == &s.health_check_tool) {
+        let r = session
+            .health_check(
+                &s.health_check_tool,
+                &s.health_check_arguments,
+                s.health_check_timeout.0,
+                s.health_check_max_fields,
+            )
+            .await;
+        if let Ok((_, h)) = &r {
+            report.health_check = Some(h.clone());
+        }
+        tracker.health_check(r.as_ref().map(|(d, h)| (*d, h.clone())), Instant::now());
+    }
+    if let Some((tool, args)) = &opts.call {
+        let start = Instant::now();
+        let r = session
+            .call_tool(tool, args.clone(), s.request_timeout.0)
+            .await;
+        let outcome = match &r {
+            Ok(res) if res.is_error != Some(true) => Outcome::Ok(start.elapsed()),
+            Ok(_) => Outcome::Error,
+            Err(crate::session::RequestError::Timeout(_)) => Outcome::Timeout,
+            Err(_) => Outcome::Error,
+        };
+        report.call = Some(match r {
+            Ok(res) => {
+                let text: Vec<String> = res
+                    .content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| crate::session::truncate(&t.text, 500)))
+                    .collect();
+                if res.is_error == Some(true) {
+                    Err(text.join("\n"))
+                } else {
+                    Ok(text.join("\n"))
+                }
+            }
+            Err(e) => Err(e.to_string()),
+        });
+        tracker.tool_call(outcome, Instant::now());
+    }
+    let j = tracker.judgement(Instant::now());
+    report.state = j.state;
+    report.reason = j.reason;
+    if j.reason != Reason::Ok && report.detail.is_empty() {
+        report.detail = tracker.status().detail.clone();
+    }
+    session.close(Duration::from_secs(2)).await;
+    report
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
+}

@@ -1,0 +1,412 @@
+//! Per-server evidence: what the supervisor has seen, turned into the
+//! verdict's [`Evidence`], the published [`ServerStatus`] and the event
+//! timeline. No I/O: the supervisor calls it with what happened and `now`.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::Serialize;
+
+use crate::config::{ServerSpec, TransportSpec};
+use crate::health_check::HealthReport;
+use crate::session::{Era, ServerInfo};
+use crate::verdict::{
+    Evidence, Hysteresis, Judgement, Link, Outcome, Reason, Reported, State, Thresholds,
+    Transition, Window, judge,
+};
+
+/// Events kept per server for the timeline.
+pub const MAX_EVENTS: usize = 32;
+
+/// One entry of a server's timeline.
+#[derive(Clone, Debug, Serialize)]
+pub struct Event {
+    /// When.
+    #[serde(serialize_with = "ser_time")]
+    pub at: SystemTime,
+    /// What: `session_opened`, `session_closed`, `connect_failed`, `state_changed`.
+    pub kind: &'static str,
+    /// Bounded reason.
+    pub reason: Reason,
+    /// Human-readable detail.
+    pub detail: String,
+}
+
+/// What the health_check tool last said.
+#[derive(Clone, Debug, Serialize)]
+pub struct HealthCheckStatus {
+    /// The reported status, if readable.
+    pub status: Option<Reported>,
+    /// Numeric fields.
+    pub fields: Vec<(String, f64)>,
+    /// Whether the call failed.
+    pub failed: bool,
+    /// When.
+    #[serde(serialize_with = "ser_time")]
+    pub at: SystemTime,
+}
+
+/// Everything published about one server.
+#[derive(Clone, Debug, Serialize)]
+pub struct ServerStatus {
+    /// Server id.
+    pub id: String,
+    /// `stdio` or `http`.
+    pub transport: &'static str,
+    /// Published state.
+    pub status: State,
+    /// Bounded reason.
+    pub reason: Reason,
+    /// Human-readable detail (error text, secrets scrubbed).
+    pub detail: String,
+    /// When the state last changed.
+    #[serde(serialize_with = "ser_time")]
+    pub since: SystemTime,
+    /// When the last probe result arrived.
+    #[serde(serialize_with = "ser_opt_time")]
+    pub last_check: Option<SystemTime>,
+    /// Latency of the last answered liveness probe.
+    pub response_time_ms: Option<f64>,
+    /// Era of the current session.
+    pub era: Option<Era>,
+    /// Server identity of the current session.
+    pub server_info: Option<ServerInfo>,
+    /// When the current session opened.
+    #[serde(serialize_with = "ser_opt_time")]
+    pub session_started: Option<SystemTime>,
+    /// Sessions opened so far.
+    pub sessions: u64,
+    /// Liveness failures in a row.
+    pub consecutive_failures: u32,
+    /// Tools listed at session start.
+    pub tools: Option<usize>,
+    /// The last health_check result.
+    pub health_check: Option<HealthCheckStatus>,
+    /// Recent timeline, oldest first.
+    pub events: VecDeque<Event>,
+}
+
+/// Gathers evidence for one server.
+pub struct Tracker {
+    status: ServerStatus,
+    thresholds: Thresholds,
+    window: Window,
+    hysteresis: Hysteresis,
+    link: Link,
+    last_answer: Instant,
+    last_liveness_timed_out: bool,
+    reported: Option<Reported>,
+    health_check_failed: bool,
+    secrets: Vec<String>,
+    started: Instant,
+}
+
+impl Tracker {
+    /// A tracker for a server not yet judged.
+    pub fn new(spec: &ServerSpec, now: Instant) -> Tracker {
+        let s = &spec.settings;
+        Tracker {
+            status: ServerStatus {
+                id: spec.id.clone(),
+                transport: spec.transport.kind(),
+                status: State::Unknown,
+                reason: Reason::Starting,
+                detail: String::new(),
+                since: SystemTime::now(),
+                last_check: None,
+                response_time_ms: None,
+                era: None,
+                server_info: None,
+                session_started: None,
+                sessions: 0,
+                consecutive_failures: 0,
+                tools: None,
+                health_check: None,
+                events: VecDeque::new(),
+            },
+            thresholds: Thresholds {
+                healthy_max_error_ratio: s.healthy_max_error_ratio,
+                healthy_max_latency: s.healthy_max_latency.0,
+                degraded_max_error_ratio: s.degraded_max_error_ratio,
+                degraded_max_latency: s.degraded_max_latency.0,
+                stuck_after: s.stuck_after.0,
+            },
+            window: Window::new(s.window.0),
+            hysteresis: Hysteresis::new(s.rise, s.fall, now),
+            link: Link::Down(Reason::Starting),
+            last_answer: now,
+            last_liveness_timed_out: false,
+            reported: None,
+            health_check_failed: false,
+            secrets: secrets_of(spec),
+            started: now,
+        }
+    }
+
+    /// The status as published.
+    pub fn status(&self) -> &ServerStatus {
+        &self.status
+    }
+
+    /// When tracking started.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// A session opened: clean window, the handshake counts as an answer.
+    pub fn session_opened(
+        &mut self,
+        era: Era,
+        info: ServerInfo,
+        tools: Option<usize>,
+        handshake: Duration,
+        now: Instant,
+    ) -> Option<Transition> {
+        self.link = Link::Up;
+        self.window.clear();
+        self.last_answer = now;
+        self.last_liveness_timed_out = false;
+        self.reported = None;
+        self.health_check_failed = false;
+        self.status.era = Some(era);
+        self.status.server_info = Some(info.clone());
+        self.status.session_started = Some(SystemTime::now());
+        self.status.sessions += 1;
+        self.status.tools = tools;
+        self.status.consecutive_failures = 0;
+        self.status.health_check = None;
+        self.window.record(now, true, Outcome::Ok(handshake));
+        self.status.response_time_ms = Some(ms(handshake));
+        let detail = format!(
+            "{} {} speaking {} ({:?} era)",
+            info.name, info.version, info.protocol_version, era
+        );
+        self.push_event("session_opened", Reason::Ok, detail);
+        self.evaluate(now)
+    }
+
+    /// Connecting failed, or the session was lost: definitive.
+    pub fn link_down(&mut self, reason: Reason, detail: &str, now: Instant) -> Option<Transition> {
+        let detail = self.scrub(detail);
+        let kind = if self.link == Link::Up {
+            "session_closed"
+        } else {
+            "connect_failed"
+        };
+        self.link = Link::Down(reason);
+        self.status.era = None;
+        self.status.session_started = None;
+        self.status.last_check = Some(SystemTime::now());
+        self.push_event(kind, reason, detail.clone());
+        self.status.detail = detail;
+        self.evaluate(now)
+    }
+
+    /// A liveness probe ended.
+    pub fn liveness(
+        &mut self,
+        result: Result<Duration, &crate::session::RequestError>,
+        now: Instant,
+    ) -> Option<Transition> {
+        self.status.last_check = Some(SystemTime::now());
+        match result {
+            Ok(rtt) => {
+                self.window.record(now, true, Outcome::Ok(rtt));
+                self.last_answer = now;
+                self.last_liveness_timed_out = false;
+                self.status.consecutive_failures = 0;
+                self.status.response_time_ms = Some(ms(rtt));
+            }
+            Err(e) => {
+                let timed_out = matches!(e, crate::session::RequestError::Timeout(_));
+                let outcome = if timed_out {
+                    Outcome::Timeout
+                } else {
+                    // An error answer still proves the server is there.
+                    self.last_answer = now;
+                    Outcome::Error
+                };
+                self.window.record(now, true, outcome);
+                self.last_liveness_timed_out = timed_out;
+                self.status.consecutive_failures += 1;
+                self.status.detail = self.scrub(&e.to_string());
+            }
+        }
+        self.evaluate(now)
+    }
+
+    /// A health_check call ended: its report, or why it failed.
+    pub fn health_check(
+        &mut self,
+        result: Result<(Duration, HealthReport), &crate::session::RequestError>,
+        now: Instant,
+    ) -> Option<Transition> {
+        self.status.last_check = Some(SystemTime::now());
+        let (status, fields, failed) = match result {
+            Ok((took, report)) => {
+                self.last_answer = now;
+                let outcome = if report.is_error {
+                    Outcome::Error
+                } else {
+                    Outcome::Ok(took)
+                };
+                self.window.record(now, false, outcome);
+                (report.status, report.fields, report.is_error)
+            }
+            Err(e) => {
+                let outcome = match e {
+                    crate::session::RequestError::Timeout(_) => Outcome::Timeout,
+                    _ => {
+                        self.last_answer = now;
+                        Outcome::Error
+                    }
+                };
+                self.window.record(now, false, outcome);
+                self.status.detail = format!("health_check: {}", self.scrub(&e.to_string()));
+                (None, Vec::new(), !matches!(outcome, Outcome::Timeout))
+            }
+        };
+        self.reported = status;
+        self.health_check_failed = failed;
+        self.status.health_check = Some(HealthCheckStatus {
+            status,
+            fields,
+            failed,
+            at: SystemTime::now(),
+        });
+        self.evaluate(now)
+    }
+
+    /// Re-judge with no new result (time passing can make a server stuck).
+    pub fn tick(&mut self, now: Instant) -> Option<Transition> {
+        self.evaluate(now)
+    }
+
+    /// True when the evidence says the live session is stuck and must be rebuilt.
+    pub fn is_stuck(&self, now: Instant) -> bool {
+        self.link == Link::Up
+            && now.saturating_duration_since(self.last_answer) >= self.thresholds.stuck_after
+    }
+
+    /// A synthetic tool call ended (answered, or how it failed).
+    pub fn tool_call(&mut self, outcome: Outcome, now: Instant) -> Option<Transition> {
+        self.status.last_check = Some(SystemTime::now());
+        if !matches!(outcome, Outcome::Timeout) {
+            self.last_answer = now;
+        }
+        self.window.record(now, false, outcome);
+        self.evaluate(now)
+    }
+
+    /// What the evidence says right now, before hysteresis (for one-shot checks).
+    pub fn judgement(&self, now: Instant) -> Judgement {
+        judge(&self.evidence(now), &self.thresholds)
+    }
+
+    fn evidence(&self, now: Instant) -> Evidence {
+        Evidence {
+            link: self.link,
+            window: self.window.stats(now),
+            last_liveness_timed_out: self.last_liveness_timed_out,
+            silent_for: match self.link {
+                Link::Up => now.saturating_duration_since(self.last_answer),
+                Link::Down(_) => Duration::ZERO,
+            },
+            reported: self.reported,
+            health_check_failed: self.health_check_failed,
+        }
+    }
+
+    fn evaluate(&mut self, now: Instant) -> Option<Transition> {
+        let judgement = self.judgement(now);
+        let transition = self.hysteresis.observe(judgement, now);
+        self.status.reason = self.hysteresis.reason();
+        if self.status.reason == Reason::Ok {
+            self.status.detail.clear();
+        }
+        if let Some(t) = transition {
+            self.status.status = t.to;
+            self.status.since = SystemTime::now();
+            let detail = self.status.detail.clone();
+            self.push_event(
+                "state_changed",
+                t.reason,
+                format!(
+                    "{} -> {}{}{}",
+                    t.from.as_str(),
+                    t.to.as_str(),
+                    if detail.is_empty() { "" } else { ": " },
+                    detail
+                ),
+            );
+        }
+        transition
+    }
+
+    fn push_event(&mut self, kind: &'static str, reason: Reason, detail: String) {
+        if self.status.events.len() == MAX_EVENTS {
+            self.status.events.pop_front();
+        }
+        self.status.events.push_back(Event {
+            at: SystemTime::now(),
+            kind,
+            reason,
+            detail,
+        });
+    }
+
+    /// Remove every configured secret from text that may be published.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut out = crate::session::truncate(text, 500);
+        for s in &self.secrets {
+            if out.contains(s.as_str()) {
+                out = out.replace(s.as_str(), "<redacted>");
+            }
+        }
+        out
+    }
+}
+
+/// Values that must never be published: header values, tokens, env values,
+/// and the URL's query and credentials.
+fn secrets_of(spec: &ServerSpec) -> Vec<String> {
+    let mut out = Vec::new();
+    match &spec.transport {
+        TransportSpec::Stdio { env, .. } => {
+            out.extend(env.iter().map(|(_, v)| v.expose().to_owned()));
+        }
+        TransportSpec::Http {
+            url,
+            headers,
+            bearer_token,
+        } => {
+            out.extend(headers.iter().map(|(_, v)| v.expose().to_owned()));
+            out.extend(bearer_token.iter().map(|t| t.expose().to_owned()));
+            out.extend(url.query().map(str::to_owned));
+            out.extend(url.password().map(str::to_owned));
+        }
+    }
+    // Very short values would redact ordinary words; they are still never logged by us.
+    out.retain(|s| s.len() >= 4);
+    out
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn ser_time<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&rfc3339(*t))
+}
+
+fn ser_opt_time<S: serde::Serializer>(t: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => s.serialize_str(&rfc3339(*t)),
+        None => s.serialize_none(),
+    }
+}
+
+/// RFC 3339 in UTC with milliseconds.
+pub fn rfc3339(t: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}

@@ -1,0 +1,763 @@
+//! The judgment: a pure function from evidence to state and reason, plus
+//! rise/fall hysteresis. No I/O, no clocks: callers pass `now`.
+//!
+//! Evidence comes in three strengths. Transport death (process exited,
+//! connection refused) is definitive and bypasses hysteresis. A live transport
+//! that answers late is at worst *degraded* until `stuck_after` has passed
+//! without any answer, then *unhealthy (stuck)*. Everything else is judged
+//! from a rolling window of probe outcomes against the configured thresholds,
+//! with the server's own `health_check` status folded in (worst wins).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// A server's health, as published.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// No verdict yet.
+    Unknown,
+    /// Answers promptly and reports itself fine.
+    Healthy,
+    /// Answers, but slowly, with some errors, or reports itself degraded.
+    Degraded,
+    /// Gone, stuck, failing, or reports itself unhealthy.
+    Unhealthy,
+}
+
+impl State {
+    /// Every state, in the order metrics list them.
+    pub const ALL: [State; 4] = [
+        State::Healthy,
+        State::Degraded,
+        State::Unhealthy,
+        State::Unknown,
+    ];
+
+    /// The lowercase name used in JSON and labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Unknown => "unknown",
+            State::Healthy => "healthy",
+            State::Degraded => "degraded",
+            State::Unhealthy => "unhealthy",
+        }
+    }
+
+    fn severity(self) -> u8 {
+        match self {
+            State::Unknown => 0,
+            State::Healthy => 1,
+            State::Degraded => 2,
+            State::Unhealthy => 3,
+        }
+    }
+}
+
+/// Why a server is in its state. A bounded set: safe as a label value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// Not judged yet.
+    Starting,
+    /// Everything within thresholds.
+    Ok,
+    /// Mean liveness latency above a threshold.
+    Slow,
+    /// Error ratio above a threshold.
+    Errors,
+    /// The last liveness probe got no answer in time, transport still up.
+    Unresponsive,
+    /// No answer at all for `stuck_after`, transport still up.
+    Stuck,
+    /// The stdio child exited.
+    Exited,
+    /// Connection refused, reset, or DNS failure.
+    Unreachable,
+    /// Could not start or connect (spawn failure, TLS, HTTP error).
+    ConnectFailed,
+    /// Connected, but the MCP handshake failed or timed out.
+    HandshakeFailed,
+    /// The server's health_check said degraded.
+    HealthCheckDegraded,
+    /// The server's health_check said unhealthy.
+    HealthCheckUnhealthy,
+    /// The health_check tool returned an error or an unreadable result.
+    HealthCheckFailed,
+}
+
+impl Reason {
+    /// The snake_case name used in JSON and labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Starting => "starting",
+            Reason::Ok => "ok",
+            Reason::Slow => "slow",
+            Reason::Errors => "errors",
+            Reason::Unresponsive => "unresponsive",
+            Reason::Stuck => "stuck",
+            Reason::Exited => "exited",
+            Reason::Unreachable => "unreachable",
+            Reason::ConnectFailed => "connect_failed",
+            Reason::HandshakeFailed => "handshake_failed",
+            Reason::HealthCheckDegraded => "health_check_degraded",
+            Reason::HealthCheckUnhealthy => "health_check_unhealthy",
+            Reason::HealthCheckFailed => "health_check_failed",
+        }
+    }
+}
+
+/// What a server's own health_check said about itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reported {
+    /// `healthy`, `ok`, `pass`, `up`.
+    Healthy,
+    /// `degraded`, `warn`.
+    Degraded,
+    /// `unhealthy`, `fail`, `down`, `error`, or `isError: true`.
+    Unhealthy,
+}
+
+/// The state of the link to the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// A session is open.
+    Up,
+    /// No session; the last attempt ended for this reason (definitive).
+    Down(Reason),
+}
+
+/// How one probe ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Answered, in this long.
+    Ok(Duration),
+    /// No answer before the deadline.
+    Timeout,
+    /// Answered with an error, or failed in a way that is not a timeout.
+    Error,
+}
+
+/// Thresholds the window is judged against.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Thresholds {
+    /// Healthy needs an error ratio below this.
+    pub healthy_max_error_ratio: f64,
+    /// Healthy needs a mean latency below this.
+    pub healthy_max_latency: Duration,
+    /// Degraded needs an error ratio below this.
+    pub degraded_max_error_ratio: f64,
+    /// Degraded needs a mean latency below this.
+    pub degraded_max_latency: Duration,
+    /// How long without any answer on a live link is "stuck".
+    pub stuck_after: Duration,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    at: Instant,
+    liveness: bool,
+    outcome: Outcome,
+}
+
+/// Most samples kept, whatever the window length: bounds memory per server.
+const MAX_SAMPLES: usize = 512;
+
+/// A rolling window of probe outcomes.
+#[derive(Clone, Debug)]
+pub struct Window {
+    span: Duration,
+    samples: VecDeque<Sample>,
+}
+
+/// What the window holds right now.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WindowStats {
+    /// Probes in the window.
+    pub samples: u32,
+    /// Of which answered with an error.
+    pub errors: u32,
+    /// Of which got no answer in time.
+    pub timeouts: u32,
+    /// Mean latency of answered liveness probes.
+    pub mean_latency: Option<Duration>,
+}
+
+impl Window {
+    /// An empty window spanning `span`.
+    pub fn new(span: Duration) -> Self {
+        Window {
+            span,
+            samples: VecDeque::new(),
+        }
+    }
+
+    /// Record one probe outcome; `liveness` marks ping/discover probes, whose
+    /// latency is what "slow" is judged on.
+    pub fn record(&mut self, now: Instant, liveness: bool, outcome: Outcome) {
+        if self.samples.len() == MAX_SAMPLES {
+            self.samples.pop_front();
+        }
+        self.samples.push_back(Sample {
+            at: now,
+            liveness,
+            outcome,
+        });
+        self.prune(now);
+    }
+
+    /// Forget everything (a new session starts with a clean slate).
+    pub fn clear(&mut self) {
+        self.samples.clear();
+    }
+
+    fn prune(&mut self, now: Instant) {
+        while let Some(s) = self.samples.front() {
+            if now.saturating_duration_since(s.at) > self.span {
+                self.samples.pop_front();
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Summarise the samples no older than the span.
+    pub fn stats(&self, now: Instant) -> WindowStats {
+        let mut st = WindowStats::default();
+        let mut total = Duration::ZERO;
+        let mut answered = 0u32;
+        for s in &self.samples {
+            if now.saturating_duration_since(s.at) > self.span {
+                continue;
+            }
+            st.samples += 1;
+            match s.outcome {
+                Outcome::Ok(d) if s.liveness => {
+                    total += d;
+                    answered += 1;
+                }
+                Outcome::Ok(_) => {}
+                Outcome::Timeout => st.timeouts += 1,
+                Outcome::Error => st.errors += 1,
+            }
+        }
+        if answered > 0 {
+            st.mean_latency = Some(total / answered);
+        }
+        st
+    }
+}
+
+/// Everything the judgment looks at, gathered by the supervisor.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Evidence {
+    /// Whether a session is open.
+    pub link: Link,
+    /// The rolling window.
+    pub window: WindowStats,
+    /// Whether the most recent liveness probe timed out.
+    pub last_liveness_timed_out: bool,
+    /// Time since the server last answered anything, while the link is up.
+    pub silent_for: Duration,
+    /// The latest status the server's health_check reported, if any.
+    pub reported: Option<Reported>,
+    /// Whether the latest health_check call failed (error or unreadable).
+    pub health_check_failed: bool,
+}
+
+/// A proposed state and why; `definitive` skips hysteresis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Judgement {
+    /// The state the evidence points to.
+    pub state: State,
+    /// Why.
+    pub reason: Reason,
+    /// True for transport death and stuck sessions: applied at once.
+    pub definitive: bool,
+}
+
+impl Judgement {
+    fn new(state: State, reason: Reason) -> Self {
+        Judgement {
+            state,
+            reason,
+            definitive: false,
+        }
+    }
+    fn definitive(state: State, reason: Reason) -> Self {
+        Judgement {
+            state,
+            reason,
+            definitive: true,
+        }
+    }
+    fn worst(self, other: Judgement) -> Judgement {
+        if other.state.severity() > self.state.severity() {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+/// Judge the evidence. Pure and total.
+pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
+    if let Link::Down(reason) = e.link {
+        return Judgement::definitive(State::Unhealthy, reason);
+    }
+    if e.silent_for >= t.stuck_after {
+        return Judgement::definitive(State::Unhealthy, Reason::Stuck);
+    }
+    let w = &e.window;
+    let mut j = Judgement::new(State::Healthy, Reason::Ok);
+    if w.samples > 0 {
+        let ratio = |n: u32| f64::from(n) / f64::from(w.samples);
+        let all = ratio(w.errors + w.timeouts);
+        let state = if all < t.healthy_max_error_ratio {
+            State::Healthy
+        } else if all < t.degraded_max_error_ratio {
+            State::Degraded
+        } else if ratio(w.errors) >= t.degraded_max_error_ratio {
+            State::Unhealthy
+        } else {
+            // Only lateness pushes it this far: a live link that answers late is
+            // busy, not dead, until `stuck_after` says otherwise.
+            State::Degraded
+        };
+        let reason = if w.errors >= w.timeouts {
+            Reason::Errors
+        } else {
+            Reason::Unresponsive
+        };
+        j = j.worst(Judgement::new(state, reason));
+    }
+    if let Some(mean) = w.mean_latency {
+        let state = if mean < t.healthy_max_latency {
+            State::Healthy
+        } else if mean < t.degraded_max_latency {
+            State::Degraded
+        } else {
+            State::Unhealthy
+        };
+        j = j.worst(Judgement::new(state, Reason::Slow));
+    }
+    if e.last_liveness_timed_out {
+        j = j.worst(Judgement::new(State::Degraded, Reason::Unresponsive));
+    }
+    if e.health_check_failed {
+        j = j.worst(Judgement::new(State::Unhealthy, Reason::HealthCheckFailed));
+    } else {
+        match e.reported {
+            Some(Reported::Degraded) => {
+                j = j.worst(Judgement::new(State::Degraded, Reason::HealthCheckDegraded));
+            }
+            Some(Reported::Unhealthy) => {
+                j = j.worst(Judgement::new(
+                    State::Unhealthy,
+                    Reason::HealthCheckUnhealthy,
+                ));
+            }
+            Some(Reported::Healthy) | None => {}
+        }
+    }
+    j
+}
+
+/// A change of published state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transition {
+    /// The state before.
+    pub from: State,
+    /// The state after.
+    pub to: State,
+    /// Why.
+    pub reason: Reason,
+}
+
+/// Rise/fall hysteresis over successive judgements.
+#[derive(Clone, Debug)]
+pub struct Hysteresis {
+    rise: u32,
+    fall: u32,
+    state: State,
+    reason: Reason,
+    since: Instant,
+    streak: u32,
+    transitions: u64,
+}
+
+impl Hysteresis {
+    /// Starts `Unknown`, needing `rise` better or `fall` worse judgements in a row.
+    pub fn new(rise: u32, fall: u32, now: Instant) -> Self {
+        Hysteresis {
+            rise: rise.max(1),
+            fall: fall.max(1),
+            state: State::Unknown,
+            reason: Reason::Starting,
+            since: now,
+            streak: 0,
+            transitions: 0,
+        }
+    }
+
+    /// The published state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+    /// Why it is in that state.
+    pub fn reason(&self) -> Reason {
+        self.reason
+    }
+    /// When it entered that state.
+    pub fn since(&self) -> Instant {
+        self.since
+    }
+    /// How many transitions so far.
+    pub fn transitions(&self) -> u64 {
+        self.transitions
+    }
+
+    /// Feed one judgement; returns the transition if the state changed.
+    pub fn observe(&mut self, j: Judgement, now: Instant) -> Option<Transition> {
+        if j.state == self.state {
+            self.streak = 0;
+            self.reason = j.reason;
+            return None;
+        }
+        let worse = j.state.severity() > self.state.severity();
+        let adopt = if self.state == State::Unknown || j.definitive {
+            true
+        } else {
+            self.streak += 1;
+            self.streak >= if worse { self.fall } else { self.rise }
+        };
+        if !adopt {
+            return None;
+        }
+        let t = Transition {
+            from: self.state,
+            to: j.state,
+            reason: j.reason,
+        };
+        self.state = j.state;
+        self.reason = j.reason;
+        self.since = now;
+        self.streak = 0;
+        self.transitions += 1;
+        Some(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t() -> Thresholds {
+        Thresholds {
+            healthy_max_error_ratio: 0.01,
+            healthy_max_latency: Duration::from_millis(500),
+            degraded_max_error_ratio: 0.05,
+            degraded_max_latency: Duration::from_millis(1000),
+            stuck_after: Duration::from_secs(60),
+        }
+    }
+
+    fn healthy_evidence() -> Evidence {
+        Evidence {
+            link: Link::Up,
+            window: WindowStats {
+                samples: 100,
+                errors: 0,
+                timeouts: 0,
+                mean_latency: Some(Duration::from_millis(1)),
+            },
+            last_liveness_timed_out: false,
+            silent_for: Duration::ZERO,
+            reported: None,
+            health_check_failed: false,
+        }
+    }
+
+    fn judged(e: Evidence) -> (State, Reason, bool) {
+        let j = judge(&e, &t());
+        (j.state, j.reason, j.definitive)
+    }
+
+    #[test]
+    fn clean_window_is_healthy() {
+        assert_eq!(
+            judged(healthy_evidence()),
+            (State::Healthy, Reason::Ok, false)
+        );
+    }
+
+    #[test]
+    fn empty_window_on_live_link_is_healthy() {
+        let mut e = healthy_evidence();
+        e.window = WindowStats::default();
+        assert_eq!(judged(e).0, State::Healthy);
+    }
+
+    #[test]
+    fn transport_death_is_definitive_whatever_else() {
+        for reason in [
+            Reason::Exited,
+            Reason::Unreachable,
+            Reason::ConnectFailed,
+            Reason::HandshakeFailed,
+        ] {
+            let mut e = healthy_evidence();
+            e.link = Link::Down(reason);
+            e.reported = Some(Reported::Healthy);
+            assert_eq!(judged(e), (State::Unhealthy, reason, true));
+        }
+    }
+
+    #[test]
+    fn error_ratio_boundaries_follow_the_seed_thresholds() {
+        // (errors per 100, expected state): healthy below 1 %, degraded below 5 %.
+        for (errors, want) in [
+            (0, State::Healthy),
+            (1, State::Degraded),
+            (4, State::Degraded),
+            (5, State::Unhealthy),
+            (50, State::Unhealthy),
+        ] {
+            let mut e = healthy_evidence();
+            e.window.errors = errors;
+            let (state, reason, definitive) = judged(e);
+            assert_eq!(state, want, "errors={errors}");
+            assert!(!definitive);
+            if errors > 0 {
+                assert_eq!(reason, Reason::Errors);
+            }
+        }
+    }
+
+    #[test]
+    fn latency_boundaries_follow_the_seed_thresholds() {
+        for (ms, want) in [
+            (499, State::Healthy),
+            (500, State::Degraded),
+            (999, State::Degraded),
+            (1000, State::Unhealthy),
+        ] {
+            let mut e = healthy_evidence();
+            e.window.mean_latency = Some(Duration::from_millis(ms));
+            let (state, reason, _) = judged(e);
+            assert_eq!(state, want, "ms={ms}");
+            if want != State::Healthy {
+                assert_eq!(reason, Reason::Slow);
+            }
+        }
+    }
+
+    #[test]
+    fn lateness_alone_never_makes_a_live_server_unhealthy() {
+        let mut e = healthy_evidence();
+        e.window.timeouts = 60;
+        e.last_liveness_timed_out = true;
+        e.silent_for = Duration::from_secs(59);
+        assert_eq!(judged(e), (State::Degraded, Reason::Unresponsive, false));
+    }
+
+    #[test]
+    fn silence_past_stuck_after_is_stuck() {
+        let mut e = healthy_evidence();
+        e.last_liveness_timed_out = true;
+        e.silent_for = Duration::from_secs(60);
+        assert_eq!(judged(e), (State::Unhealthy, Reason::Stuck, true));
+    }
+
+    #[test]
+    fn one_late_ping_is_degraded_unresponsive() {
+        let mut e = healthy_evidence();
+        e.last_liveness_timed_out = true;
+        assert_eq!(judged(e), (State::Degraded, Reason::Unresponsive, false));
+    }
+
+    #[test]
+    fn health_check_status_is_folded_in_worst_wins() {
+        let cases = [
+            (Some(Reported::Healthy), false, State::Healthy, Reason::Ok),
+            (
+                Some(Reported::Degraded),
+                false,
+                State::Degraded,
+                Reason::HealthCheckDegraded,
+            ),
+            (
+                Some(Reported::Unhealthy),
+                false,
+                State::Unhealthy,
+                Reason::HealthCheckUnhealthy,
+            ),
+            (
+                Some(Reported::Healthy),
+                true,
+                State::Unhealthy,
+                Reason::HealthCheckFailed,
+            ),
+            (None, true, State::Unhealthy, Reason::HealthCheckFailed),
+        ];
+        for (reported, failed, state, reason) in cases {
+            let mut e = healthy_evidence();
+            e.reported = reported;
+            e.health_check_failed = failed;
+            assert_eq!(judged(e), (state, reason, false), "{reported:?} {failed}");
+        }
+        // A slow server that reports degraded stays at the worse of the two.
+        let mut e = healthy_evidence();
+        e.window.mean_latency = Some(Duration::from_secs(2));
+        e.reported = Some(Reported::Degraded);
+        assert_eq!(judged(e), (State::Unhealthy, Reason::Slow, false));
+    }
+
+    #[test]
+    fn window_drops_old_samples_and_bounds_memory() {
+        let start = Instant::now();
+        let mut w = Window::new(Duration::from_secs(10));
+        w.record(start, true, Outcome::Error);
+        w.record(
+            start + Duration::from_secs(5),
+            true,
+            Outcome::Ok(Duration::from_millis(4)),
+        );
+        let s = w.stats(start + Duration::from_secs(5));
+        assert_eq!((s.samples, s.errors), (2, 1));
+        let s = w.stats(start + Duration::from_secs(11));
+        assert_eq!((s.samples, s.errors), (1, 0));
+        assert_eq!(s.mean_latency, Some(Duration::from_millis(4)));
+        for i in 0..(MAX_SAMPLES as u64 * 2) {
+            w.record(
+                start + Duration::from_millis(i),
+                false,
+                Outcome::Ok(Duration::ZERO),
+            );
+        }
+        assert!(w.samples.len() <= MAX_SAMPLES);
+    }
+
+    #[test]
+    fn window_latency_counts_only_answered_liveness_probes() {
+        let now = Instant::now();
+        let mut w = Window::new(Duration::from_secs(60));
+        w.record(now, true, Outcome::Ok(Duration::from_millis(10)));
+        w.record(now, true, Outcome::Ok(Duration::from_millis(30)));
+        w.record(now, false, Outcome::Ok(Duration::from_secs(5)));
+        w.record(now, true, Outcome::Timeout);
+        let s = w.stats(now);
+        assert_eq!(s.mean_latency, Some(Duration::from_millis(20)));
+        assert_eq!((s.samples, s.timeouts, s.errors), (4, 1, 0));
+    }
+
+    fn j(state: State, reason: Reason) -> Judgement {
+        Judgement::new(state, reason)
+    }
+
+    #[test]
+    fn first_judgement_is_adopted_at_once() {
+        let now = Instant::now();
+        let mut h = Hysteresis::new(2, 3, now);
+        assert_eq!(h.state(), State::Unknown);
+        let tr = h.observe(j(State::Healthy, Reason::Ok), now);
+        assert_eq!(
+            tr,
+            Some(Transition {
+                from: State::Unknown,
+                to: State::Healthy,
+                reason: Reason::Ok
+            })
+        );
+    }
+
+    #[test]
+    fn falling_needs_fall_judgements_in_a_row() {
+        let t0 = Instant::now();
+        let mut h = Hysteresis::new(2, 3, t0);
+        h.observe(j(State::Healthy, Reason::Ok), t0);
+        let bad = j(State::Degraded, Reason::Slow);
+        assert_eq!(h.observe(bad, t0), None);
+        assert_eq!(h.observe(bad, t0), None);
+        // A good judgement in between resets the streak.
+        assert_eq!(h.observe(j(State::Healthy, Reason::Ok), t0), None);
+        assert_eq!(h.observe(bad, t0), None);
+        assert_eq!(h.observe(bad, t0), None);
+        let later = t0 + Duration::from_secs(3);
+        assert!(h.observe(bad, later).is_some());
+        assert_eq!((h.state(), h.reason()), (State::Degraded, Reason::Slow));
+        assert_eq!(h.since(), later);
+        assert_eq!(h.transitions(), 2);
+    }
+
+    #[test]
+    fn rising_needs_rise_judgements_in_a_row() {
+        let t0 = Instant::now();
+        let mut h = Hysteresis::new(2, 3, t0);
+        h.observe(Judgement::definitive(State::Unhealthy, Reason::Exited), t0);
+        assert_eq!(h.observe(j(State::Healthy, Reason::Ok), t0), None);
+        assert!(h.observe(j(State::Healthy, Reason::Ok), t0).is_some());
+        assert_eq!(h.state(), State::Healthy);
+    }
+
+    #[test]
+    fn definitive_judgements_skip_the_fall_count() {
+        let t0 = Instant::now();
+        let mut h = Hysteresis::new(2, 3, t0);
+        h.observe(j(State::Healthy, Reason::Ok), t0);
+        let tr = h.observe(
+            Judgement::definitive(State::Unhealthy, Reason::Unreachable),
+            t0,
+        );
+        assert_eq!(tr.map(|t| t.to), Some(State::Unhealthy));
+        assert_eq!(h.reason(), Reason::Unreachable);
+    }
+
+    #[test]
+    fn same_state_new_reason_updates_the_reason_without_a_transition() {
+        let t0 = Instant::now();
+        let mut h = Hysteresis::new(2, 3, t0);
+        h.observe(j(State::Degraded, Reason::Slow), t0);
+        assert_eq!(
+            h.observe(j(State::Degraded, Reason::HealthCheckDegraded), t0),
+            None
+        );
+        assert_eq!(h.reason(), Reason::HealthCheckDegraded);
+        assert_eq!(h.transitions(), 1);
+    }
+
+    #[test]
+    fn every_pair_of_states_transitions_only_after_its_count() {
+        let states = [State::Healthy, State::Degraded, State::Unhealthy];
+        for &from in &states {
+            for &to in &states {
+                if from == to {
+                    continue;
+                }
+                let t0 = Instant::now();
+                let mut h = Hysteresis::new(2, 3, t0);
+                h.observe(j(from, Reason::Ok), t0);
+                let need = if to.severity() > from.severity() {
+                    3
+                } else {
+                    2
+                };
+                for i in 1..need {
+                    assert_eq!(
+                        h.observe(j(to, Reason::Errors), t0),
+                        None,
+                        "{from:?}->{to:?} #{i}"
+                    );
+                }
+                assert!(
+                    h.observe(j(to, Reason::Errors), t0).is_some(),
+                    "{from:?}->{to:?}"
+                );
+                assert_eq!(h.state(), to);
+            }
+        }
+    }
+}
