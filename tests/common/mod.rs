@@ -1,0 +1,363 @@
+//! Shared helpers for the integration tests: run mcpmon in-process on a port-0
+//! listener, start real servers, find and kill real processes, and wait on
+//! conditions with bounded polling (never a bare sleep as synchronisation).
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Fast timers so tests finish quickly; every bound below derives from them.
+pub const FAST_GLOBAL: &str = r#"
+global:
+  ping_interval: 400ms
+  ping_timeout: 300ms
+  connect_timeout: 10s
+  health_check_interval: 400ms
+  health_check_timeout: 1s
+  backoff_initial: 200ms
+  backoff_max: 1s
+  stuck_after: 30s
+"#;
+pub const PING_INTERVAL: Duration = Duration::from_millis(400);
+pub const PING_TIMEOUT: Duration = Duration::from_millis(300);
+pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// Scheduling and publishing slack on a loaded 2-core machine.
+pub const SLACK: Duration = Duration::from_millis(1500);
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The demo server example, built by `cargo test` alongside the tests.
+pub fn demo_server() -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_mcpmon"));
+    let path = bin
+        .parent()
+        .expect("target dir")
+        .join("examples")
+        .join("demo-server");
+    assert!(
+        path.exists(),
+        "{} is missing: run the tests with `cargo test` so examples are built",
+        path.display()
+    );
+    path
+}
+
+pub fn everything_bin() -> PathBuf {
+    let p = repo().join("tests/node/node_modules/.bin/mcp-server-everything");
+    assert!(p.exists(), "{} missing: run .ci/setup", p.display());
+    p
+}
+
+pub fn python(era: &str) -> PathBuf {
+    let p = repo().join(format!("tests/python/.venv-{era}/bin/python"));
+    assert!(p.exists(), "{} missing: run .ci/setup", p.display());
+    p
+}
+
+pub fn python_server() -> PathBuf {
+    repo().join("tests/python/server.py")
+}
+
+/// A unique marker to find a test's own processes by their environment.
+pub fn marker(name: &str) -> String {
+    format!("{name}-{}-{}", std::process::id(), rand_suffix())
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// mcpmon running in-process on 127.0.0.1:0.
+pub struct Monitor {
+    pub addr: SocketAddr,
+    pub http: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), mcpmon::RunError>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Monitor {
+    /// Start on a config text (paths in it should be absolute).
+    pub async fn start(yaml: &str) -> Monitor {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("fleet.yaml");
+        std::fs::write(&path, yaml).expect("write config");
+        let config =
+            mcpmon::config::load(&path).unwrap_or_else(|e| panic!("bad test config:\n{e}"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(mcpmon::run(config, listener, async move {
+            let _ = rx.await;
+        }));
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .expect("client");
+        Monitor {
+            addr,
+            http,
+            stop: Some(tx),
+            task: Some(task),
+            _dir: dir,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        let r = self
+            .http
+            .get(format!("http://{}{path}", self.addr))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        let code = r.status().as_u16();
+        (code, r.text().await.expect("body"))
+    }
+
+    pub async fn get_json(&self, path: &str) -> (u16, Value) {
+        let (code, body) = self.get(path).await;
+        let v = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"));
+        (code, v)
+    }
+
+    pub async fn server(&self, id: &str) -> (u16, Value) {
+        self.get_json(&format!("/health/servers/{id}")).await
+    }
+
+    pub async fn metrics(&self) -> String {
+        self.get("/metrics").await.1
+    }
+
+    /// Poll until the server reads `status`; returns its JSON and how long it took.
+    pub async fn wait_status(&self, id: &str, status: &str, within: Duration) -> (Value, Duration) {
+        let start = Instant::now();
+        let mut last = Value::Null;
+        while start.elapsed() < within {
+            let (_, v) = self.server(id).await;
+            if v["status"] == status {
+                return (v, start.elapsed());
+            }
+            last = v;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!(
+            "{id} did not read {status} within {within:?}; last seen:\n{}",
+            serde_json::to_string_pretty(&last).unwrap_or_default()
+        );
+    }
+
+    /// Poll until `/-/ready` answers 200.
+    pub async fn wait_ready(&self, within: Duration) {
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if self.get("/-/ready").await.0 == 200 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("mcpmon not ready within {within:?}");
+    }
+
+    /// Stop and wait for a clean return.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let r = tokio::time::timeout(Duration::from_secs(20), task)
+                .await
+                .expect("mcpmon stops within 20s")
+                .expect("mcpmon task panicked");
+            r.expect("mcpmon returned an error");
+        }
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Value of the first sample whose line starts with `series` (name and labels).
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Processes whose environment holds `MCPMON_TEST_MARKER=<marker>`.
+pub fn pids_with_marker(marker: &str) -> Vec<i32> {
+    let needle = format!("MCPMON_TEST_MARKER={marker}");
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) && !is_zombie(pid) {
+            out.push(pid);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+/// Wait until some process carries the marker; returns their pids.
+pub async fn wait_pids(marker: &str, within: Duration) -> Vec<i32> {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        let p = pids_with_marker(marker);
+        if !p.is_empty() {
+            return p;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no process with marker {marker} within {within:?}");
+}
+
+pub fn kill(pids: &[i32], signal: i32) {
+    for &pid in pids {
+        // SAFETY: plain syscall on a pid we found.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+}
+
+/// A server process the test starts itself (HTTP servers).
+pub struct Spawned {
+    pub child: tokio::process::Child,
+    pub url: String,
+    pub port: u16,
+}
+
+impl Spawned {
+    pub async fn kill(&mut self) {
+        if let Some(pid) = self.child.id() {
+            // Kill the whole group: wrappers such as npx must not survive.
+            unsafe {
+                libc::killpg(pid as i32, libc::SIGKILL);
+            }
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            unsafe {
+                libc::killpg(pid as i32, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Start the demo server over HTTP; `port` 0 picks one (read from its stdout).
+pub async fn demo_http(args: &[&str], port: u16) -> Spawned {
+    let mut cmd = tokio::process::Command::new(demo_server());
+    cmd.args([
+        "--transport",
+        "http",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+    ])
+    .args(args)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .process_group(0)
+    .kill_on_drop(true);
+    let mut child = cmd.spawn().expect("spawn demo-server");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("demo-server prints its address within 10s")
+        .expect("read")
+        .expect("a line");
+    let url = line
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    let port = url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .expect("port in url");
+    Spawned { child, url, port }
+}
+
+/// A port that was free a moment ago, for third-party servers that cannot
+/// report the port they bound.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// Start a third-party HTTP server and wait until its port accepts connections.
+pub async fn third_party_http(
+    program: &Path,
+    args: &[&str],
+    envs: &[(&str, String)],
+    port: u16,
+) -> Spawned {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true);
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Spawned {
+                child,
+                url: format!("http://127.0.0.1:{port}/mcp"),
+                port,
+            };
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{} did not listen on {port} within 20s", program.display());
+}
