@@ -303,6 +303,9 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            return write!(f, "{}: {}", self.file.display(), self.message);
+        }
         write!(
             f,
             "{}:{}:{}: {}",
@@ -368,17 +371,24 @@ pub fn parse(
     if v.errors.is_empty() {
         Ok(config)
     } else {
+        v.errors.sort_by_key(|e| (e.line, e.column));
         Err(ConfigErrors(v.errors))
     }
 }
 
-/// yaml_serde appends " at line L column C" to messages; the position is
+/// yaml_serde puts " at line L column C" into messages; the position is
 /// reported separately, so drop it from the text.
 fn strip_position(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(i) => message[..i].to_owned(),
-        None => message.to_owned(),
-    }
+    let Some(start) = message.find(" at line ") else {
+        return message.to_owned();
+    };
+    let rest = &message[start + " at line ".len()..];
+    let digits = |s: &str| s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let after_line = &rest[digits(rest)..];
+    let Some(col) = after_line.strip_prefix(" column ") else {
+        return message.to_owned();
+    };
+    format!("{}{}", &message[..start], &col[digits(col)..])
 }
 
 struct Validator<'a> {
@@ -471,6 +481,25 @@ impl Validator<'_> {
         };
         self.check_tunables(&own, at);
         let settings = Settings::resolve(global, &own);
+        // A contradiction may come from mixing global and per-server values.
+        if (own.ping_timeout.is_some() || own.ping_interval.is_some())
+            && settings.ping_timeout > settings.ping_interval
+        {
+            let key = if own.ping_timeout.is_some() {
+                "ping_timeout"
+            } else {
+                "ping_interval"
+            };
+            self.error(
+                &field(key),
+                format!(
+                    "server {:?}: ping_timeout ({}) is longer than ping_interval ({}): probes would overlap",
+                    s.id,
+                    humantime::format_duration(settings.ping_timeout.0),
+                    humantime::format_duration(settings.ping_interval.0)
+                ),
+            );
+        }
         let protocol = if settings.protocol == "auto" {
             Protocol::Auto
         } else {
@@ -736,7 +765,7 @@ fn locate(text: &str, path: &[Seg]) -> Option<(usize, usize)> {
         let seed = Locate { path: &path[..len] };
         let de = yaml_serde::Deserializer::from_str(text);
         if let Err(e) = seed.deserialize(de)
-            && e.to_string().starts_with(HERE)
+            && e.to_string().contains(HERE)
         {
             return e.location().map(|l| (l.line(), l.column()));
         }

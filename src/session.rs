@@ -214,16 +214,27 @@ impl Session {
         let (lifecycle, legacy_version) = lifecycle(&spec.protocol, hint);
         let detecting = matches!(lifecycle, ClientLifecycleMode::Auto { .. });
         match Self::open_with(spec, http, lifecycle, legacy_version.clone()).await {
-            // Some legacy servers exit when the first message is not
-            // `initialize`; the detection cannot continue in that process, so
-            // start a fresh one and speak legacy from the start.
-            Err(e)
+            // Detection failed in a way a legacy server can cause: it exited
+            // on `server/discover`, or answered it with something that is not
+            // a discover result. The exchange cannot continue on that
+            // transport, so start afresh and speak legacy from the start.
+            Err(first)
                 if detecting
-                    && e.reason == Reason::Exited
-                    && matches!(spec.transport, TransportSpec::Stdio { .. }) =>
+                    && matches!(first.reason, Reason::Exited | Reason::HandshakeFailed) =>
             {
-                tracing::debug!(server = %spec.id, error = %e, "server exited on server/discover; retrying with initialize");
-                Self::open_with(spec, http, ClientLifecycleMode::Initialize, legacy_version).await
+                tracing::debug!(server = %spec.id, error = %first, "server/discover failed; retrying with initialize");
+                Self::open_with(spec, http, ClientLifecycleMode::Initialize, legacy_version)
+                    .await
+                    .map_err(|second| OpenError {
+                        detail: truncate(
+                            &format!(
+                                "{} (after server/discover failed: {})",
+                                second.detail, first.detail
+                            ),
+                            600,
+                        ),
+                        ..second
+                    })
             }
             r => r,
         }

@@ -1,0 +1,276 @@
+//! The `mcpmon` binary as users run it: `probe` exit codes and output, the
+//! official MCP conformance suite's client scenarios against `probe`, and the
+//! service started from the command line and stopped with SIGTERM.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn mcpmon() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mcpmon"))
+}
+
+fn run(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd.output().expect("run");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn probe_exit_code_is_zero_only_when_healthy() {
+    let demo = demo_server();
+    let (code, out, err) = run(mcpmon()
+        .args(["probe", "--"])
+        .arg(&demo)
+        .args(["--name", "p"]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("state:      healthy (ok)"), "{out}");
+    assert!(out.contains("demo-p"), "{out}");
+    assert!(
+        out.contains("tools:      build_report, health_check"),
+        "{out}"
+    );
+
+    let (code, out, _) = run(mcpmon()
+        .args(["probe", "--output", "json", "--"])
+        .arg(&demo)
+        .args(["--status", "degraded", "--era", "legacy"]));
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["state"], "degraded");
+    assert_eq!(v["reason"], "health_check_degraded");
+    assert_eq!(v["era"], "legacy");
+    assert_eq!(v["ping_ms"].as_array().map(Vec::len), Some(3));
+    assert_eq!(v["health_check"]["status"], "degraded");
+
+    let dead = format!("http://127.0.0.1:{}/mcp", free_port());
+    let (code, out, _) = run(mcpmon().args(["probe", &dead]));
+    assert_eq!(code, 1);
+    assert!(out.contains("state:      unhealthy (unreachable)"), "{out}");
+
+    let (code, out, _) = run(mcpmon().args(["probe", "--", "/nonexistent/server"]));
+    assert_eq!(code, 1);
+    assert!(out.contains("unhealthy (connect_failed)"), "{out}");
+}
+
+#[test]
+fn probe_calls_a_tool_and_reports_its_failure() {
+    let demo = demo_server();
+    let (code, out, err) = run(mcpmon()
+        .args([
+            "probe",
+            "--call",
+            "build_report",
+            "--args",
+            r#"{"steps":2,"step_ms":10}"#,
+            "--",
+        ])
+        .arg(&demo));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("call:       ok: report built in 2 steps"),
+        "{out}"
+    );
+    let (code, out, _) = run(mcpmon()
+        .args(["probe", "--call", "no_such_tool", "--"])
+        .arg(&demo));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("call:       failed"), "{out}");
+}
+
+#[test]
+fn probe_rejects_bad_arguments_clearly() {
+    let (code, _, err) = run(mcpmon().args([
+        "probe",
+        "--call",
+        "x",
+        "--args",
+        "[1]",
+        "http://127.0.0.1:1/mcp",
+    ]));
+    assert_eq!(code, 2);
+    assert!(err.contains("--args must be a JSON object"), "{err}");
+    let (code, _, err) = run(mcpmon().args([
+        "probe",
+        "--protocol",
+        "1999-01-01",
+        "http://127.0.0.1:1/mcp",
+    ]));
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown protocol \"1999-01-01\""), "{err}");
+}
+
+/// The official conformance suite's client scenarios, with `mcpmon probe`
+/// as the client under test (the suite appends the server URL).
+#[test]
+fn conformance_client_scenarios_pass() {
+    let node_bin = repo().join("tests/node/node_modules/.bin");
+    let runner = node_bin.join("conformance");
+    assert!(
+        runner.exists(),
+        "{} missing: run .ci/setup",
+        runner.display()
+    );
+    let probe = env!("CARGO_BIN_EXE_mcpmon");
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let path = format!(
+        "{}:{}",
+        node_bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (scenario, command) in [
+        ("initialize", format!("{probe} probe")),
+        (
+            "tools_call",
+            format!(r#"{probe} probe --call add_numbers --args '{{"a":2,"b":3}}'"#),
+        ),
+    ] {
+        let (code, out, err) = run(Command::new(&runner)
+            .args([
+                "client",
+                "--command",
+                &command,
+                "--scenario",
+                scenario,
+                "--timeout",
+                "30000",
+            ])
+            .current_dir(scratch.path())
+            .env("PATH", &path));
+        // "Passed: 1/1, 0 failed, 0 warnings": every check passed and there was one.
+        let all = format!("{out}\n{err}");
+        let counts = all
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Passed: "))
+            .and_then(|l| l.split(',').next())
+            .and_then(|l| l.split_once('/'))
+            .map(|(a, b)| (a.trim().to_owned(), b.trim().to_owned()));
+        let all_passed = matches!(&counts, Some((a, b)) if a == b && b != "0");
+        assert!(
+            code == 0 && all.contains("OVERALL: PASSED") && all_passed,
+            "{scenario}: exit {code}, counts {counts:?}\n{out}\n{err}"
+        );
+    }
+}
+
+/// The service as started from the command line: serves on the given
+/// address, logs JSON when asked, and on SIGTERM closes every session, leaves
+/// no child behind and exits 0.
+#[test]
+fn service_runs_from_the_command_line_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mark = marker("svc");
+    let config = dir.path().join("fleet.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "{FAST_GLOBAL}servers:\n  - id: one\n    transport: stdio\n    command: {:?}\n    env: {{MCPMON_TEST_MARKER: {mark:?}}}\n",
+            demo_server().display()
+        ),
+    )
+    .expect("write");
+    let mut child = mcpmon()
+        .args(["--config.file"])
+        .arg(&config)
+        .args([
+            "--web.listen-address",
+            "127.0.0.1:0",
+            "--log.format",
+            "json",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn mcpmon");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut addr = None;
+    let mut log = Vec::new();
+    let start = Instant::now();
+    while addr.is_none() && start.elapsed() < Duration::from_secs(10) {
+        let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) else {
+            continue;
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {e}: {line}"));
+        if v["fields"]["message"] == "listening" {
+            addr = v["fields"]["address"].as_str().map(str::to_owned);
+        }
+        log.push(line);
+    }
+    let addr = addr.unwrap_or_else(|| panic!("no listening line in:\n{}", log.join("\n")));
+
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let http = reqwest::Client::new();
+        let start = Instant::now();
+        loop {
+            let r = http
+                .get(format!("http://{addr}/health/servers/one"))
+                .send()
+                .await;
+            if let Ok(r) = r
+                && r.status() == 200
+            {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "server never healthy"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        for path in ["/-/healthy", "/-/ready", "/metrics"] {
+            let r = http
+                .get(format!("http://{addr}{path}"))
+                .send()
+                .await
+                .expect("get");
+            assert_eq!(r.status(), 200, "{path}");
+        }
+    });
+    assert!(!pids_with_marker(&mark).is_empty());
+
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "mcpmon did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "exit status {status}");
+    assert!(
+        pids_with_marker(&mark).is_empty(),
+        "child survived mcpmon's shutdown"
+    );
+    // Every line was JSON and none leaked the marker's environment value.
+    while let Ok(line) = rx.try_recv() {
+        log.push(line);
+    }
+    assert!(
+        log.iter().any(|l| l.contains("SIGTERM received")),
+        "{}",
+        log.join("\n")
+    );
+}

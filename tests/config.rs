@@ -1,0 +1,255 @@
+//! The fleet file: every invalid example is pinned to its exact messages
+//! (file:line:column), checked through the real `check-config` command; valid
+//! files resolve defaults, overrides, paths and secrets as documented.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use mcpmon::config::{self, Protocol, TransportSpec};
+
+fn check_config(file: &str) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpmon"))
+        .args(["check-config", file])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("MCPMON_TEST_UNSET_VAR")
+        .output()
+        .expect("run mcpmon");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const TUNABLES: &str = "`ping_interval`, `ping_timeout`, `connect_timeout`, `request_timeout`, \
+`health_check_interval`, `health_check_timeout`, `health_check_tool`, `health_check_arguments`, \
+`health_check_max_fields`, `stuck_after`, `window`, `rise`, `fall`, `healthy_max_error_ratio`, \
+`healthy_max_latency`, `degraded_max_error_ratio`, `degraded_max_latency`, `backoff_initial`, \
+`backoff_max`, `backoff_reset_after`, `protocol`";
+
+#[test]
+fn invalid_files_are_pinned_to_their_messages() {
+    let cases: Vec<(&str, Vec<String>)> = vec![
+        (
+            "tests/testdata/invalid-unknown-key.yml",
+            vec![format!(
+                "tests/testdata/invalid-unknown-key.yml:3:3: global: unknown field `pign_timeout`, expected one of {TUNABLES}"
+            )],
+        ),
+        (
+            "tests/testdata/invalid-server-key.yml",
+            vec![format!(
+                "tests/testdata/invalid-server-key.yml:5:21: server \"billing\": unknown field `ping_intervall`, expected one of {TUNABLES}"
+            )],
+        ),
+        (
+            "tests/testdata/invalid-duration.yml",
+            vec!["tests/testdata/invalid-duration.yml:2:3: global: invalid duration \"10 sekonds\" (unknown time unit \"sekonds\", supported units: ns, us/µs, ms, sec, min, hours, days, weeks, months, years (and few variations)); write it like 250ms, 5s or 2m".to_owned()],
+        ),
+        (
+            "tests/testdata/invalid-transport.yml",
+            vec!["tests/testdata/invalid-transport.yml:3:16: servers[0].transport: unknown variant `websocket`, expected `stdio` or `http`".to_owned()],
+        ),
+        (
+            "tests/testdata/invalid-yaml.yml",
+            vec!["tests/testdata/invalid-yaml.yml:4:4: did not find expected '-' indicator, while parsing a block collection at line 2 column 3".to_owned()],
+        ),
+        (
+            "tests/testdata/invalid-many.yml",
+            [
+                "3:17: ping_timeout (5s) is longer than ping_interval (2s): probes would overlap",
+                "8:9: duplicate server id \"billing\"",
+                "10:10: url scheme \"ftp\" is not http or https",
+                "11:9: server id \"bad id!\" must match [a-zA-Z0-9_.-]+",
+                "14:14: `command` applies to stdio servers, not http",
+                "15:11: rise must be at least 1",
+                "19:30: environment variable \"MCPMON_TEST_UNSET_VAR\" is not set",
+                "20:15: unknown protocol \"2099-01-01\"; use auto or one of 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28",
+            ]
+            .iter()
+            .map(|l| format!("tests/testdata/invalid-many.yml:{l}"))
+            .collect(),
+        ),
+    ];
+    for (file, want) in cases {
+        let (code, stdout, stderr) = check_config(file);
+        assert_eq!(code, 1, "{file}: exit code; stdout {stdout}");
+        let got: Vec<&str> = stderr.lines().collect();
+        assert_eq!(got, want, "{file}");
+    }
+}
+
+#[test]
+fn every_invalid_example_has_a_pinned_case() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata");
+    let source = include_str!("config.rs");
+    for entry in std::fs::read_dir(dir).expect("testdata") {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        if name.starts_with("invalid-") {
+            assert!(
+                source.contains(&format!("\"tests/testdata/{name}\"")),
+                "{name} is not pinned"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_demo_fleet_and_the_design_example_are_valid() {
+    let (code, stdout, stderr) = check_config("examples/demo-fleet.yaml");
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout.trim(),
+        "examples/demo-fleet.yaml: valid, 5 server(s)"
+    );
+}
+
+#[test]
+fn missing_file_is_a_clear_error() {
+    let (code, _, stderr) = check_config("tests/testdata/nope.yml");
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("tests/testdata/nope.yml") && stderr.contains("cannot read config file"),
+        "{stderr}"
+    );
+}
+
+fn parse(text: &str, env: &[(&str, &str)]) -> Result<config::Config, config::ConfigErrors> {
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    config::parse(Path::new("/etc/mcpmon/fleet.yaml"), text, &move |name| {
+        env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    })
+}
+
+#[test]
+fn defaults_global_overrides_and_server_overrides_resolve_in_order() {
+    let cfg = parse(
+        r#"
+global:
+  ping_interval: 3s
+  fall: 5
+servers:
+  - id: a
+    transport: stdio
+    command: bin/server
+    cwd: work
+  - id: b
+    transport: http
+    url: http://127.0.0.1:9/mcp
+    ping_interval: 250ms
+    ping_timeout: 100ms
+    protocol: 2025-06-18
+"#,
+        &[],
+    )
+    .expect("valid");
+    let a = &cfg.servers[0];
+    assert_eq!(a.settings.ping_interval.0, Duration::from_secs(3));
+    assert_eq!(a.settings.ping_timeout.0, Duration::from_secs(5), "default");
+    assert_eq!(a.settings.fall, 5);
+    assert_eq!(a.settings.rise, 2, "default");
+    assert_eq!(a.protocol, Protocol::Auto);
+    let TransportSpec::Stdio { command, cwd, .. } = &a.transport else {
+        panic!("stdio")
+    };
+    assert_eq!(
+        command,
+        Path::new("/etc/mcpmon/bin/server"),
+        "relative to the file"
+    );
+    assert_eq!(cwd.as_deref(), Some(Path::new("/etc/mcpmon/work")));
+    let b = &cfg.servers[1];
+    assert_eq!(b.settings.ping_interval.0, Duration::from_millis(250));
+    assert_eq!(b.protocol, Protocol::Pinned("2025-06-18".into()));
+    assert_eq!(cfg.fleet.min_available_percentage, 100.0);
+}
+
+#[test]
+fn plain_commands_are_looked_up_in_path() {
+    let cfg = parse(
+        "servers:\n  - {id: a, transport: stdio, command: npx, args: [x]}\n",
+        &[],
+    )
+    .expect("valid");
+    let TransportSpec::Stdio { command, .. } = &cfg.servers[0].transport else {
+        panic!("stdio")
+    };
+    assert_eq!(command, Path::new("npx"));
+}
+
+#[test]
+fn secrets_expand_from_the_environment_and_never_print() {
+    let cfg = parse(
+        r#"
+servers:
+  - id: api
+    transport: http
+    url: https://mcp.example.com/mcp
+    headers: {X-Api-Key: "${API_KEY}"}
+    bearer_token_env: TOKEN
+  - id: local
+    transport: stdio
+    command: /bin/server
+    env: {DB_PASSWORD: "pw-${DB_PW}"}
+"#,
+        &[
+            ("API_KEY", "k-123456"),
+            ("TOKEN", "t-abcdef"),
+            ("DB_PW", "s3cret"),
+        ],
+    )
+    .expect("valid");
+    let TransportSpec::Http {
+        headers,
+        bearer_token,
+        ..
+    } = &cfg.servers[0].transport
+    else {
+        panic!("http")
+    };
+    assert_eq!(headers[0].1.expose(), "k-123456");
+    assert_eq!(bearer_token.as_ref().map(|t| t.expose()), Some("t-abcdef"));
+    let TransportSpec::Stdio { env, .. } = &cfg.servers[1].transport else {
+        panic!("stdio")
+    };
+    assert_eq!(env[0].1.expose(), "pw-s3cret");
+    let printed = format!("{cfg:?}");
+    for secret in ["k-123456", "t-abcdef", "s3cret"] {
+        assert!(!printed.contains(secret), "{secret} printed in {printed}");
+    }
+}
+
+#[test]
+fn a_missing_bearer_variable_is_an_error_naming_it() {
+    let err = parse(
+        "servers:\n  - id: a\n    transport: http\n    url: http://127.0.0.1:1/mcp\n    bearer_token_env: NOPE\n",
+        &[],
+    )
+    .expect_err("invalid");
+    assert_eq!(
+        err.to_string(),
+        "/etc/mcpmon/fleet.yaml:5:23: environment variable \"NOPE\" named by bearer_token_env is not set"
+    );
+}
+
+#[test]
+fn mixed_global_and_server_timers_are_checked_per_server() {
+    let err = parse(
+        "global: {ping_interval: 1s}\nservers:\n  - {id: a, transport: stdio, command: x, ping_timeout: 2s}\n",
+        &[],
+    )
+    .expect_err("invalid");
+    assert!(
+        err.to_string()
+            .contains("server \"a\": ping_timeout (2s) is longer than ping_interval (1s)"),
+        "{err}"
+    );
+}

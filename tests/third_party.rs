@@ -1,0 +1,197 @@
+//! mcpmon against MCP servers other people wrote: the official reference
+//! server (`@modelcontextprotocol/server-everything`, TypeScript SDK) over
+//! stdio and Streamable HTTP, and servers built with the PyPI `mcp` SDK in
+//! both protocol eras (1.x legacy, 2.x modern). `.ci/setup` installs them.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+const SLOW_START: Duration = Duration::from_secs(20);
+
+fn stdio(id: &str, marker: &str, command: &std::path::Path, args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "  - id: {id}\n    transport: stdio\n    command: {:?}\n    args: [{}]\n    env: {{MCPMON_TEST_MARKER: {marker:?}}}\n",
+        command.display(),
+        args.join(", ")
+    )
+}
+
+fn http(id: &str, url: &str) -> String {
+    format!("  - id: {id}\n    transport: http\n    url: {url}\n")
+}
+
+/// Kill every process of a stdio server, expect `exited` promptly, then the
+/// respawned server healthy again.
+async fn kill_and_recover(mon: &Monitor, id: &str, mark: &str) {
+    let pids = wait_pids(mark, Duration::from_secs(5)).await;
+    kill(&pids, libc::SIGKILL);
+    let (v, _) = mon
+        .wait_status(id, "unhealthy", PING_INTERVAL + PING_TIMEOUT + SLACK)
+        .await;
+    assert_eq!(v["reason"], "exited", "{id}: {v}");
+    let (v, _) = mon
+        .wait_status(id, "healthy", BACKOFF_MAX + SLOW_START)
+        .await;
+    assert_eq!(v["sessions"], 2, "{id}: {v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_server_over_stdio() {
+    let mark = marker("everything");
+    let yaml = format!(
+        "{FAST_GLOBAL}servers:\n{}",
+        stdio("everything", &mark, &everything_bin(), &["stdio"])
+    );
+    let mon = Monitor::start(&yaml).await;
+    let (v, _) = mon.wait_status("everything", "healthy", SLOW_START).await;
+    assert_eq!(v["server_name"], "mcp-servers/everything", "{v}");
+    assert_eq!(v["era"], "legacy");
+    assert!(v["tools"].as_u64().unwrap_or(0) >= 5, "{v}");
+    kill_and_recover(&mon, "everything", &mark).await;
+    mon.stop().await;
+    assert!(
+        pids_with_marker(&mark).is_empty(),
+        "node server left behind"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_server_over_streamable_http_killed_and_restarted() {
+    let port = free_port();
+    let env = [("PORT", port.to_string())];
+    let mut server = third_party_http(&everything_bin(), &["streamableHttp"], &env, port).await;
+    let yaml = format!(
+        "{FAST_GLOBAL}servers:\n{}",
+        http("everything-http", &server.url)
+    );
+    let mon = Monitor::start(&yaml).await;
+    let (v, _) = mon
+        .wait_status("everything-http", "healthy", SLOW_START)
+        .await;
+    assert_eq!(v["server_name"], "mcp-servers/everything", "{v}");
+    assert_eq!(v["transport"], "http");
+
+    server.kill().await;
+    let (v, _) = mon
+        .wait_status(
+            "everything-http",
+            "unhealthy",
+            PING_INTERVAL + PING_TIMEOUT + SLACK,
+        )
+        .await;
+    assert_eq!(v["reason"], "unreachable", "{v}");
+
+    // A new process on the same URL: the old session id is unknown to it.
+    let _again = third_party_http(&everything_bin(), &["streamableHttp"], &env, port).await;
+    mon.wait_status("everything-http", "healthy", BACKOFF_MAX + SLOW_START)
+        .await;
+    mon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_servers_in_both_eras_over_stdio() {
+    let legacy = marker("py-legacy");
+    let modern = marker("py-modern");
+    let script = python_server();
+    let script = script.to_str().expect("utf-8 path");
+    let yaml = format!(
+        "{FAST_GLOBAL}servers:\n{}{}",
+        stdio("py-legacy", &legacy, &python("legacy"), &[script, "stdio"]),
+        stdio("py-modern", &modern, &python("modern"), &[script, "stdio"]),
+    );
+    let mon = Monitor::start(&yaml).await;
+    for (id, era, version) in [
+        ("py-legacy", "legacy", "2025-11-25"),
+        ("py-modern", "modern", "2026-07-28"),
+    ] {
+        let (v, _) = mon.wait_status(id, "healthy", SLOW_START).await;
+        assert_eq!(v["era"], era, "{v}");
+        assert_eq!(v["protocol_version"], version, "{v}");
+        assert_eq!(v["server_name"], "python-sdk-demo", "{v}");
+    }
+    // The SDK's health_check tool is read (structured or JSON text).
+    for id in ["py-legacy", "py-modern"] {
+        let start = std::time::Instant::now();
+        loop {
+            let (_, v) = mon.server(id).await;
+            if v["health_check"]["status"] == "healthy" {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{id}: no health_check read: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let m = mon.metrics().await;
+    assert_eq!(
+        metric(
+            &m,
+            r#"mcpmon_probes_total{probe="ping",server="py-modern"}"#
+        ),
+        Some(0.0)
+    );
+    kill_and_recover(&mon, "py-modern", &modern).await;
+    mon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_servers_in_both_eras_over_streamable_http() {
+    let script = python_server();
+    let script = script.to_str().expect("utf-8 path");
+    let lp = free_port();
+    let mp = free_port();
+    let _legacy = third_party_http(
+        &python("legacy"),
+        &[script, "http", &lp.to_string()],
+        &[],
+        lp,
+    )
+    .await;
+    let mut modern = third_party_http(
+        &python("modern"),
+        &[script, "http", &mp.to_string()],
+        &[],
+        mp,
+    )
+    .await;
+    let yaml = format!(
+        "{FAST_GLOBAL}servers:\n{}{}",
+        http("py-legacy-http", &format!("http://127.0.0.1:{lp}/mcp")),
+        http("py-modern-http", &modern.url),
+    );
+    let mon = Monitor::start(&yaml).await;
+    let (v, _) = mon
+        .wait_status("py-legacy-http", "healthy", SLOW_START)
+        .await;
+    assert_eq!(v["era"], "legacy", "{v}");
+    let (v, _) = mon
+        .wait_status("py-modern-http", "healthy", SLOW_START)
+        .await;
+    assert_eq!(v["era"], "modern", "{v}");
+
+    modern.kill().await;
+    let (v, _) = mon
+        .wait_status(
+            "py-modern-http",
+            "unhealthy",
+            PING_INTERVAL + PING_TIMEOUT + SLACK,
+        )
+        .await;
+    assert_eq!(v["reason"], "unreachable", "{v}");
+    let _again = third_party_http(
+        &python("modern"),
+        &[script, "http", &mp.to_string()],
+        &[],
+        mp,
+    )
+    .await;
+    mon.wait_status("py-modern-http", "healthy", BACKOFF_MAX + SLOW_START)
+        .await;
+    mon.stop().await;
+}
