@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Runs mcpmon on the demo fleet: builds, starts the HTTP demo server, then
-# mcpmon on http://127.0.0.1:9850 (try /health/fleet and /metrics).
-# Ctrl-C stops everything.
+# Runs mcpmon on the demo fleet (examples/demo-fleet.yaml): builds, starts the
+# HTTP demo server on 127.0.0.1:8931, then mcpmon on http://127.0.0.1:9850
+# (try /health/fleet and /metrics). Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+listen="${MCPMON_LISTEN:-127.0.0.1:9850}"
 cargo build --quiet --bin mcpmon --example demo-server
 ./target/debug/examples/demo-server --name search --transport http --listen 127.0.0.1:8931 >/dev/null &
 http_pid=$!
-trap 'kill $http_pid 2>/dev/null || true' EXIT
-exec_args=(--config.file examples/demo-fleet.yaml --web.listen-address "${MCPMON_LISTEN:-127.0.0.1:9850}")
-echo "mcpmon: http://${MCPMON_LISTEN:-127.0.0.1:9850}/health/fleet" >&2
-./target/debug/mcpmon "${exec_args[@]}"
+./target/debug/mcpmon --config.file examples/demo-fleet.yaml --web.listen-address "$listen" &
+mon_pid=$!
+trap 'kill $mon_pid $http_pid 2>/dev/null || true; wait 2>/dev/null || true' INT TERM EXIT
+echo "mcpmon: http://$listen/health/fleet  http://$listen/metrics" >&2
+wait $mon_pid
