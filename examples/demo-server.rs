@@ -39,6 +39,7 @@ struct Opts {
     fail_rate: f64,
     status: String,
     hang: bool,
+    hang_after: Option<Duration>,
     crash_after: Option<Duration>,
 }
 
@@ -52,6 +53,7 @@ fn parse_args() -> Result<Opts, String> {
         fail_rate: 0.0,
         status: "healthy".into(),
         hang: false,
+        hang_after: None,
         crash_after: None,
     };
     let mut args = std::env::args().skip(1);
@@ -68,6 +70,11 @@ fn parse_args() -> Result<Opts, String> {
             "--fail-rate" => o.fail_rate = value()?.parse().map_err(|e| format!("{e}"))?,
             "--status" => o.status = value()?,
             "--hang" => o.hang = true,
+            "--hang-after-ms" => {
+                o.hang_after = Some(Duration::from_millis(
+                    value()?.parse().map_err(|e| format!("{e}"))?,
+                ))
+            }
             "--crash-after-ms" => {
                 o.crash_after = Some(Duration::from_millis(
                     value()?.parse().map_err(|e| format!("{e}"))?,
@@ -76,7 +83,7 @@ fn parse_args() -> Result<Opts, String> {
             "--help" | "-h" => {
                 return Err("flags: --name N --transport stdio|http --listen ADDR \
                     --era both|legacy|modern --latency-ms MS --fail-rate 0..1 \
-                    --status healthy|degraded|unhealthy --hang --crash-after-ms MS"
+                    --status healthy|degraded|unhealthy --hang --hang-after-ms MS --crash-after-ms MS"
                     .into());
             }
             other => return Err(format!("unknown flag {other}")),
@@ -85,11 +92,23 @@ fn parse_args() -> Result<Opts, String> {
     Ok(o)
 }
 
+/// What the server itself observed, reported by `health_check` so tests can
+/// assert on it (executions and cancellations per tool).
+#[derive(Default)]
+struct Observed {
+    build_report_runs: AtomicU64,
+    crunch_runs: AtomicU64,
+    crunch_cancelled: AtomicU64,
+    sleep_runs: AtomicU64,
+    sleep_cancelled: AtomicU64,
+}
+
 #[derive(Clone)]
 struct Demo {
     opts: Arc<Opts>,
     started: Instant,
     requests: Arc<AtomicU64>,
+    observed: Arc<Observed>,
     #[allow(dead_code)] // read by the tool_handler macro
     tool_router: ToolRouter<Demo>,
 }
@@ -102,6 +121,23 @@ struct ReportArgs {
     /// Milliseconds per step.
     #[serde(default = "default_step_ms")]
     step_ms: u64,
+}
+
+#[derive(Debug, serde::Deserialize, rmcp::schemars::JsonSchema)]
+struct CrunchArgs {
+    /// Total CPU time to burn, in milliseconds.
+    total_ms: u64,
+    /// Burn this long without yielding, then send progress and yield.
+    chunk_ms: u64,
+}
+
+#[derive(Debug, serde::Deserialize, rmcp::schemars::JsonSchema)]
+struct SleepArgs {
+    /// How long to sleep, in milliseconds.
+    ms: u64,
+    /// Send progress this often (0: never).
+    #[serde(default)]
+    progress_every_ms: u64,
 }
 
 fn default_steps() -> u32 {
@@ -143,6 +179,11 @@ impl Demo {
             "uptime_seconds": self.started.elapsed().as_secs(),
             "request_count": n,
             "memory_mb": memory_mb(),
+            "build_report_runs": self.observed.build_report_runs.load(Ordering::Relaxed),
+            "crunch_runs": self.observed.crunch_runs.load(Ordering::Relaxed),
+            "crunch_cancelled": self.observed.crunch_cancelled.load(Ordering::Relaxed),
+            "sleep_runs": self.observed.sleep_runs.load(Ordering::Relaxed),
+            "sleep_cancelled": self.observed.sleep_cancelled.load(Ordering::Relaxed),
         });
         Ok(CallToolResult::structured(body))
     }
@@ -155,6 +196,9 @@ impl Demo {
         client: Peer<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         self.requests.fetch_add(1, Ordering::Relaxed);
+        self.observed
+            .build_report_runs
+            .fetch_add(1, Ordering::Relaxed);
         let token = meta.get_progress_token();
         for step in 1..=args.steps {
             tokio::time::sleep(Duration::from_millis(args.step_ms)).await;
@@ -172,6 +216,92 @@ impl Demo {
             "report built in {} steps",
             args.steps
         ))]))
+    }
+
+    #[tool(
+        description = "Burn CPU on the server's only thread, in blocking chunks, with progress between chunks."
+    )]
+    async fn crunch(
+        &self,
+        Parameters(args): Parameters<CrunchArgs>,
+        meta: RequestMetaObject,
+        client: Peer<RoleServer>,
+        ct: tokio_util::sync::CancellationToken,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.observed.crunch_runs.fetch_add(1, Ordering::Relaxed);
+        let token = meta.get_progress_token();
+        let start = Instant::now();
+        let mut step = 0u32;
+        while start.elapsed() < Duration::from_millis(args.total_ms) {
+            if ct.is_cancelled() {
+                self.observed
+                    .crunch_cancelled
+                    .fetch_add(1, Ordering::Relaxed);
+                return Err(ErrorData::internal_error("cancelled", None));
+            }
+            // Blocks the (single-threaded) runtime: pings queue behind it.
+            let chunk = Instant::now();
+            while chunk.elapsed() < Duration::from_millis(args.chunk_ms) {
+                std::hint::black_box((0..1000u64).sum::<u64>());
+            }
+            step += 1;
+            if let Some(token) = &token {
+                let _ = client
+                    .notify_progress(ProgressNotificationParam::new(
+                        token.clone(),
+                        f64::from(step),
+                    ))
+                    .await;
+            }
+            tokio::task::yield_now().await;
+        }
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+            "crunched in {step} chunks"
+        ))]))
+    }
+
+    #[tool(
+        description = "Sleep without using CPU, optionally sending progress; counts cancellations."
+    )]
+    async fn sleep(
+        &self,
+        Parameters(args): Parameters<SleepArgs>,
+        meta: RequestMetaObject,
+        client: Peer<RoleServer>,
+        ct: tokio_util::sync::CancellationToken,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.observed.sleep_runs.fetch_add(1, Ordering::Relaxed);
+        let token = meta.get_progress_token();
+        let start = Instant::now();
+        let total = Duration::from_millis(args.ms);
+        let mut step = 0u32;
+        while start.elapsed() < total {
+            let left = total.saturating_sub(start.elapsed());
+            let nap = if args.progress_every_ms > 0 {
+                left.min(Duration::from_millis(args.progress_every_ms))
+            } else {
+                left
+            };
+            tokio::select! {
+                _ = ct.cancelled() => {
+                    self.observed.sleep_cancelled.fetch_add(1, Ordering::Relaxed);
+                    return Err(ErrorData::internal_error("cancelled", None));
+                }
+                _ = tokio::time::sleep(nap) => {}
+            }
+            step += 1;
+            if args.progress_every_ms > 0
+                && let Some(token) = &token
+            {
+                let _ = client
+                    .notify_progress(ProgressNotificationParam::new(
+                        token.clone(),
+                        f64::from(step),
+                    ))
+                    .await;
+            }
+        }
+        Ok(CallToolResult::success(vec![ContentBlock::text("slept")]))
     }
 }
 
@@ -220,7 +350,9 @@ fn memory_mb() -> f64 {
     (pages * 4096.0 / 1_048_576.0 * 10.0).round() / 10.0
 }
 
-#[tokio::main]
+// One thread, like the Node and Python servers it stands in for: a blocking
+// tool really does block everything else, pings included.
+#[tokio::main(flavor = "current_thread")]
 async fn main() {
     let opts = match parse_args() {
         Ok(o) => o,
@@ -240,12 +372,22 @@ async fn main() {
         opts: Arc::new(opts.clone()),
         started: Instant::now(),
         requests: Arc::new(AtomicU64::new(0)),
+        observed: Arc::new(Observed::default()),
         tool_router: Demo::tool_router(),
     };
+    let hang_flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if let Some(after) = opts.hang_after {
+        let flag = hang_flag.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            eprintln!("demo-server: hanging on purpose");
+            flag.store(true, Ordering::SeqCst);
+        });
+    }
     eprintln!("demo-server {} starting ({})", opts.name, opts.transport);
     let result = match opts.transport.as_str() {
-        "stdio" => serve_stdio(demo, opts.hang).await,
-        "http" => serve_http(demo, &opts.listen, opts.hang).await,
+        "stdio" => serve_stdio(demo, opts.hang, hang_flag).await,
+        "http" => serve_http(demo, &opts.listen, opts.hang, hang_flag).await,
         other => Err(format!("unknown transport {other}")),
     };
     if let Err(e) = result {
@@ -254,20 +396,53 @@ async fn main() {
     }
 }
 
-async fn serve_stdio(demo: Demo, hang: bool) -> Result<(), String> {
+/// stdin that stops delivering bytes once the flag is set: the process stays
+/// alive and idle with its pipes open, and never answers again.
+struct FreezableStdin {
+    inner: tokio::io::Stdin,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl tokio::io::AsyncRead for FreezableStdin {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.frozen.load(Ordering::SeqCst) {
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+async fn serve_stdio(
+    demo: Demo,
+    hang: bool,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<(), String> {
     if hang {
         // Alive, pipes open, never reads a message.
         std::future::pending::<()>().await;
     }
+    let stdin = FreezableStdin {
+        inner: tokio::io::stdin(),
+        frozen,
+    };
     let service = demo
-        .serve(rmcp::transport::stdio())
+        .serve((stdin, tokio::io::stdout()))
         .await
         .map_err(|e| e.to_string())?;
     service.waiting().await.map_err(|e| e.to_string())?;
     Ok(())
 }
 
-async fn serve_http(demo: Demo, listen: &str, hang: bool) -> Result<(), String> {
+async fn serve_http(
+    demo: Demo,
+    listen: &str,
+    hang: bool,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<(), String> {
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
     };
@@ -291,7 +466,21 @@ async fn serve_http(demo: Demo, listen: &str, hang: bool) -> Result<(), String> 
         Default::default(),
         StreamableHttpServerConfig::default(),
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    // Once frozen, every request is accepted and never answered.
+    let router =
+        axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn(
+                move |req: axum::extract::Request, next: axum::middleware::Next| {
+                    let frozen = frozen.clone();
+                    async move {
+                        if frozen.load(Ordering::SeqCst) {
+                            std::future::pending::<()>().await;
+                        }
+                        next.run(req).await
+                    }
+                },
+            ));
     axum::serve(listener, router)
         .await
         .map_err(|e| e.to_string())

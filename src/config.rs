@@ -100,9 +100,18 @@ macro_rules! tunables {
         impl Settings {
             fn resolve(global: &TunablesFile, own: &TunablesFile) -> Settings {
                 let d = Settings::default();
-                Settings {
+                let mut s = Settings {
                     $( $name: own.$name.clone().or_else(|| global.$name.clone()).unwrap_or(d.$name), )*
+                };
+                // Like Prometheus' scrape_timeout: an unset timeout never
+                // exceeds the interval it belongs to.
+                if own.ping_timeout.is_none() && global.ping_timeout.is_none() {
+                    s.ping_timeout = s.ping_timeout.min(s.ping_interval);
                 }
+                if own.health_check_timeout.is_none() && global.health_check_timeout.is_none() {
+                    s.health_check_timeout = s.health_check_timeout.min(s.health_check_interval);
+                }
+                s
             }
         }
     };
@@ -122,8 +131,14 @@ tunables! {
     ping_timeout: Dur = secs(5);
     /// Spawning or connecting plus the handshake, as one deadline.
     connect_timeout: Dur = secs(15);
-    /// Deadline for other requests (`tools/list`, synthetic tool calls).
+    /// Deadline for other requests (`tools/list`, synthetic tool calls); a
+    /// tool call's deadline is pushed back by each of its progress notifications.
     request_timeout: Dur = secs(30);
+    /// No amount of progress extends a tool call past this.
+    max_request_timeout: Dur = secs(300);
+    /// Idle timeout of whatever sits between mcpmon and the server (proxy,
+    /// load balancer); liveness probes must come more often.
+    session_idle_limit: Option<Dur> = None;
     /// How often the `health_check` tool is called, when the server has one.
     health_check_interval: Dur = secs(30);
     /// How long one `health_check` call may take.
@@ -214,8 +229,36 @@ struct ServerFile {
     headers: BTreeMap<String, String>,
     /// Name of an environment variable holding a bearer token.
     bearer_token_env: Option<String>,
+    #[serde(default)]
+    tool_probes: Vec<ToolProbeFile>,
     #[serde(flatten)]
     tunables: FlatTunables,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolProbeFile {
+    tool: String,
+    #[serde(default)]
+    arguments: serde_json::Map<String, serde_json::Value>,
+    interval: Dur,
+    request_timeout: Option<Dur>,
+    max_request_timeout: Option<Dur>,
+}
+
+/// A synthetic tool call made on a schedule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolProbe {
+    /// Tool name (a config value, so safe as a label).
+    pub tool: String,
+    /// Its arguments.
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+    /// How often it is called; an overdue call is skipped, never stacked.
+    pub interval: Duration,
+    /// Deadline without progress; each progress notification resets it.
+    pub request_timeout: Duration,
+    /// Deadline that progress never extends.
+    pub max_request_timeout: Duration,
 }
 
 // serde cannot combine `flatten` with `deny_unknown_fields`, so a server's
@@ -275,6 +318,8 @@ pub struct ServerSpec {
     pub settings: Settings,
     /// Which era to speak.
     pub protocol: Protocol,
+    /// Synthetic tool calls.
+    pub tool_probes: Vec<ToolProbe>,
 }
 
 /// A loaded, valid configuration.
@@ -286,6 +331,8 @@ pub struct Config {
     pub fleet: FleetPolicy,
     /// Servers in file order.
     pub servers: Vec<ServerSpec>,
+    /// Risky but valid settings, with positions.
+    pub warnings: Vec<ConfigError>,
 }
 
 /// One problem in a config file, with its position.
@@ -366,9 +413,12 @@ pub fn parse(
         text,
         env,
         errors: Vec::new(),
+        warnings: Vec::new(),
     };
-    let config = v.check(doc);
+    let mut config = v.check(doc);
     if v.errors.is_empty() {
+        v.warnings.sort_by_key(|e| (e.line, e.column));
+        config.warnings = v.warnings;
         Ok(config)
     } else {
         v.errors.sort_by_key(|e| (e.line, e.column));
@@ -396,22 +446,36 @@ struct Validator<'a> {
     text: &'a str,
     env: &'a dyn Fn(&str) -> Option<String>,
     errors: Vec<ConfigError>,
+    warnings: Vec<ConfigError>,
 }
 
 impl Validator<'_> {
-    fn error(&mut self, at: &[Seg], message: String) {
+    fn at(&self, at: &[Seg], message: String) -> ConfigError {
         let (line, column) = locate(self.text, at).unwrap_or((0, 0));
-        self.errors.push(ConfigError {
+        ConfigError {
             file: self.path.to_owned(),
             line,
             column,
             message,
-        });
+        }
+    }
+
+    fn error(&mut self, at: &[Seg], message: String) {
+        let e = self.at(at, message);
+        self.errors.push(e);
+    }
+
+    fn warn(&mut self, at: &[Seg], message: String) {
+        let e = self.at(at, message);
+        self.warnings.push(e);
     }
 
     fn check(&mut self, doc: FileDoc) -> Config {
         let g = [Seg::key("global")];
         self.check_tunables(&doc.global, &g);
+        let global = Settings::resolve(&doc.global, &TunablesFile::default());
+        let written = written_keys(&doc.global);
+        self.check_timers(&global, &g, "", &|k| written.contains(&k));
         let f = [Seg::key("fleet"), Seg::key("min_available_percentage")];
         if !(0.0..=100.0).contains(&doc.fleet.min_available_percentage) {
             self.error(
@@ -434,6 +498,7 @@ impl Validator<'_> {
             path: self.path.to_owned(),
             fleet: doc.fleet,
             servers,
+            warnings: Vec::new(),
         }
     }
 
@@ -481,24 +546,59 @@ impl Validator<'_> {
         };
         self.check_tunables(&own, at);
         let settings = Settings::resolve(global, &own);
-        // A contradiction may come from mixing global and per-server values.
-        if (own.ping_timeout.is_some() || own.ping_interval.is_some())
-            && settings.ping_timeout > settings.ping_interval
-        {
-            let key = if own.ping_timeout.is_some() {
-                "ping_timeout"
-            } else {
-                "ping_interval"
-            };
-            self.error(
-                &field(key),
-                format!(
-                    "server {:?}: ping_timeout ({}) is longer than ping_interval ({}): probes would overlap",
-                    s.id,
-                    humantime::format_duration(settings.ping_timeout.0),
-                    humantime::format_duration(settings.ping_interval.0)
-                ),
-            );
+        // Contradictions may come from mixing global and per-server values,
+        // so the resolved timers are checked against the server's own keys.
+        let written = written_keys(&own);
+        self.check_timers(&settings, at, &format!("server {:?}: ", s.id), &|k| {
+            written.contains(&k)
+        });
+        let mut tool_probes = Vec::new();
+        for (i, tp) in s.tool_probes.into_iter().enumerate() {
+            let mut p = field("tool_probes");
+            p.push(Seg::Index(i));
+            let request_timeout = tp.request_timeout.unwrap_or(settings.request_timeout).0;
+            let max_request_timeout = tp
+                .max_request_timeout
+                .unwrap_or(settings.max_request_timeout)
+                .0;
+            if tp.interval.0.is_zero() {
+                self.error(
+                    &p,
+                    format!(
+                        "tool probe {:?}: interval must be greater than zero",
+                        tp.tool
+                    ),
+                );
+            }
+            if request_timeout > max_request_timeout {
+                self.error(
+                    &p,
+                    format!(
+                        "tool probe {:?}: request_timeout ({}) is longer than max_request_timeout ({})",
+                        tp.tool,
+                        humantime::format_duration(request_timeout),
+                        humantime::format_duration(max_request_timeout)
+                    ),
+                );
+            }
+            if max_request_timeout > tp.interval.0 {
+                self.warn(
+                    &p,
+                    format!(
+                        "tool probe {:?}: max_request_timeout ({}) is longer than its interval ({}); overdue calls will be skipped",
+                        tp.tool,
+                        humantime::format_duration(max_request_timeout),
+                        humantime::format_duration(tp.interval.0)
+                    ),
+                );
+            }
+            tool_probes.push(ToolProbe {
+                tool: tp.tool,
+                arguments: tp.arguments,
+                interval: tp.interval.0,
+                request_timeout,
+                max_request_timeout,
+            });
         }
         let protocol = if settings.protocol == "auto" {
             Protocol::Auto
@@ -641,6 +741,7 @@ impl Validator<'_> {
             transport,
             settings,
             protocol,
+            tool_probes,
         })
     }
 
@@ -652,6 +753,7 @@ impl Validator<'_> {
             p
         };
         let positive = [
+            ("max_request_timeout", t.max_request_timeout),
             ("ping_interval", t.ping_interval),
             ("ping_timeout", t.ping_timeout),
             ("connect_timeout", t.connect_timeout),
@@ -667,18 +769,6 @@ impl Validator<'_> {
             if value.is_some_and(|d| d.0.is_zero()) {
                 self.error(&key(name), format!("{name} must be greater than zero"));
             }
-        }
-        if let (Some(timeout), Some(interval)) = (t.ping_timeout, t.ping_interval)
-            && timeout > interval
-        {
-            self.error(
-                &key("ping_timeout"),
-                format!(
-                    "ping_timeout ({}) is longer than ping_interval ({}): probes would overlap",
-                    humantime::format_duration(timeout.0),
-                    humantime::format_duration(interval.0)
-                ),
-            );
         }
         if let (Some(initial), Some(max)) = (t.backoff_initial, t.backoff_max)
             && initial > max
@@ -715,6 +805,113 @@ impl Validator<'_> {
         }
     }
 
+    /// The timers must not contradict each other (errors) and should leave
+    /// room for judgement (warnings). `at` is where they were written; `owns`
+    /// says which keys were written there, so that a server is only told
+    /// about problems its own keys take part in.
+    fn check_timers(&mut self, s: &Settings, at: &[Seg], who: &str, owns: &dyn Fn(&str) -> bool) {
+        let f = |d: Dur| humantime::format_duration(d.0).to_string();
+        let mut found: Vec<(bool, &str, &[&str], String)> = Vec::new();
+        if s.ping_timeout > s.ping_interval {
+            found.push((
+                true,
+                "ping_timeout",
+                &["ping_timeout", "ping_interval"],
+                format!(
+                    "ping_timeout ({}) is longer than ping_interval ({}): probes would overlap",
+                    f(s.ping_timeout),
+                    f(s.ping_interval)
+                ),
+            ));
+        }
+        if s.request_timeout > s.max_request_timeout {
+            found.push((
+                true,
+                "request_timeout",
+                &["request_timeout", "max_request_timeout"],
+                format!(
+                    "request_timeout ({}) is longer than max_request_timeout ({})",
+                    f(s.request_timeout),
+                    f(s.max_request_timeout)
+                ),
+            ));
+        }
+        if s.stuck_after <= s.ping_timeout {
+            found.push((
+                true,
+                "stuck_after",
+                &["stuck_after", "ping_timeout"],
+                format!(
+                    "stuck_after ({}) must be longer than ping_timeout ({}): every late answer would be judged stuck",
+                    f(s.stuck_after),
+                    f(s.ping_timeout)
+                ),
+            ));
+        } else if s.stuck_after.0 < s.ping_interval.0 * 3 {
+            found.push((
+                false,
+                "stuck_after",
+                &["stuck_after", "ping_interval"],
+                format!(
+                    "stuck_after ({}) allows fewer than 3 liveness probes ({} apart) before a server is judged stuck and restarted",
+                    f(s.stuck_after),
+                    f(s.ping_interval)
+                ),
+            ));
+        }
+        if let Some(idle) = s.session_idle_limit {
+            if s.ping_interval >= idle {
+                found.push((
+                    true,
+                    "ping_interval",
+                    &["ping_interval", "session_idle_limit"],
+                    format!(
+                        "ping_interval ({}) must be shorter than session_idle_limit ({}): the session would be cut between probes",
+                        f(s.ping_interval),
+                        f(idle)
+                    ),
+                ));
+            } else if s.ping_interval.0 * 5 > idle.0 * 4 {
+                found.push((
+                    false,
+                    "ping_interval",
+                    &["ping_interval", "session_idle_limit"],
+                    format!(
+                        "ping_interval ({}) is within 20% of session_idle_limit ({})",
+                        f(s.ping_interval),
+                        f(idle)
+                    ),
+                ));
+            }
+        }
+        if s.ping_timeout.0 < Duration::from_millis(100) {
+            found.push((
+                false,
+                "ping_timeout",
+                &["ping_timeout"],
+                format!(
+                    "ping_timeout ({}) is shorter than 100ms: scheduling noise alone will read as lateness",
+                    f(s.ping_timeout)
+                ),
+            ));
+        }
+        for (is_error, key, involved, message) in found {
+            if !involved.iter().any(|k| owns(k)) {
+                continue;
+            }
+            // Point at the key that was written here (the first one involved).
+            let written = involved.iter().find(|k| owns(k)).copied().unwrap_or(key);
+            let mut p = at.to_vec();
+            p.push(Seg::key(written));
+            let message = format!("{who}{message}");
+            if is_error {
+                self.error(&p, message);
+            } else {
+                self.warn(&p, message);
+            }
+        }
+    }
+
     /// Expand `${VAR}` references; an unset variable is an error naming it.
     fn expand(&mut self, raw: &str, at: &[Seg]) -> String {
         let mut out = String::with_capacity(raw.len());
@@ -736,6 +933,21 @@ impl Validator<'_> {
         out.push_str(rest);
         out
     }
+}
+
+/// Names of the timer keys written in one block.
+fn written_keys(t: &TunablesFile) -> Vec<&'static str> {
+    [
+        ("ping_interval", t.ping_interval.is_some()),
+        ("ping_timeout", t.ping_timeout.is_some()),
+        ("request_timeout", t.request_timeout.is_some()),
+        ("max_request_timeout", t.max_request_timeout.is_some()),
+        ("stuck_after", t.stuck_after.is_some()),
+        ("session_idle_limit", t.session_idle_limit.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(k, set)| set.then_some(k))
+    .collect()
 }
 
 fn unknown_field_name(msg: &str) -> Option<String> {

@@ -194,6 +194,7 @@ mod tests {
                 },
                 settings: crate::config::Settings::default(),
                 protocol: crate::config::Protocol::Auto,
+                tool_probes: vec![],
             };
             let t = crate::tracker::Tracker::new(&spec, Instant::now());
             let mut status = t.status().clone();

@@ -12,7 +12,7 @@
 //! - [`config`]: the fleet file, validated with file:line:column errors.
 //! - [`child`], [`session`]: transports and the MCP client session.
 //! - [`supervisor`]: the probe loop and reconnects, per server.
-//! - [`tracker`], [`verdict`], [`health_check`]: evidence and the pure judgment.
+//! - [`tracker`], [`verdict`], [`health_check`], [`procstat`]: evidence and the pure judgment.
 //! - [`fleet`], [`metrics`], [`api`]: fleet state and outputs.
 //! - [`probe`]: the one-shot `mcpmon probe` check.
 //!
@@ -25,6 +25,7 @@ pub mod fleet;
 pub mod health_check;
 pub mod metrics;
 pub mod probe;
+pub mod procstat;
 pub mod session;
 pub mod supervisor;
 pub mod tracker;

@@ -164,6 +164,9 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                 .config_file
                 .context("--config.file is required (or use a subcommand; see --help)")?;
             let cfg = config::load(&file).map_err(|e| anyhow::anyhow!("invalid config:\n{e}"))?;
+            for w in &cfg.warnings {
+                tracing::warn!(warning = %w, "risky configuration");
+            }
             runtime.block_on(async {
                 let listener = tokio::net::TcpListener::bind(&cli.listen)
                     .await
@@ -180,6 +183,9 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
 fn check_config(file: &Path) -> ExitCode {
     match config::load(file) {
         Ok(cfg) => {
+            for w in &cfg.warnings {
+                eprintln!("warning: {w}");
+            }
             println!("{}: valid, {} server(s)", file.display(), cfg.servers.len());
             ExitCode::SUCCESS
         }

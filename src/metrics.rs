@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use prometheus::{
-    Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    CounterVec, Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
 
 use crate::verdict::State;
@@ -51,6 +51,20 @@ pub struct Metrics {
     pub session_start: GaugeVec,
     /// `mcpmon_server_tools`
     pub tools: IntGaugeVec,
+    /// `mcpmon_probes_skipped_total`
+    pub probes_skipped: IntCounterVec,
+    /// `mcpmon_progress_interval_seconds`
+    pub progress_interval: HistogramVec,
+    /// `mcpmon_tool_call_duration_seconds`
+    pub tool_call_duration: HistogramVec,
+    /// `mcpmon_tool_call_cancellations_total`
+    pub tool_call_cancellations: IntCounterVec,
+    /// `mcpmon_session_closes_total`
+    pub session_closes: IntCounterVec,
+    /// `mcpmon_child_cpu_seconds_total`
+    pub child_cpu: CounterVec,
+    /// `mcpmon_child_resident_memory_bytes`
+    pub child_rss: IntGaugeVec,
     /// `mcpmon_config_last_reload_successful`
     pub config_reload_ok: Gauge,
     /// `mcpmon_config_last_reload_success_timestamp_seconds`
@@ -169,6 +183,64 @@ impl Metrics {
                 opts("server_tools", "Tools the server listed at session start."),
                 &["server"],
             )?,
+            probes_skipped: IntCounterVec::new(
+                opts(
+                    "probes_skipped_total",
+                    "Probe ticks skipped because the previous probe of that kind was still in flight.",
+                ),
+                &["server", "probe"],
+            )?,
+            progress_interval: HistogramVec::new(
+                HistogramOpts::new(
+                    "progress_interval_seconds",
+                    "Time between consecutive progress notifications of one request.",
+                )
+                .namespace("mcpmon")
+                .buckets(vec![
+                    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+                ]),
+                &["server"],
+            )?,
+            tool_call_duration: HistogramVec::new(
+                HistogramOpts::new(
+                    "tool_call_duration_seconds",
+                    "Duration of synthetic tool calls, answered or not.",
+                )
+                .namespace("mcpmon")
+                .buckets(vec![
+                    0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+                    300.0,
+                ]),
+                &["server", "tool"],
+            )?,
+            tool_call_cancellations: IntCounterVec::new(
+                opts(
+                    "tool_call_cancellations_total",
+                    "Synthetic tool calls cancelled, by which deadline fired.",
+                ),
+                &["server", "tool", "reason"],
+            )?,
+            session_closes: IntCounterVec::new(
+                opts(
+                    "session_closes_total",
+                    "Sessions closed, by bounded reason.",
+                ),
+                &["server", "reason"],
+            )?,
+            child_cpu: CounterVec::new(
+                opts(
+                    "child_cpu_seconds_total",
+                    "CPU time used by the stdio server's process tree.",
+                ),
+                &["server"],
+            )?,
+            child_rss: IntGaugeVec::new(
+                opts(
+                    "child_resident_memory_bytes",
+                    "Resident memory of the stdio server's process tree.",
+                ),
+                &["server"],
+            )?,
             config_reload_ok: Gauge::with_opts(opts(
                 "config_last_reload_successful",
                 "Whether the last configuration load succeeded.",
@@ -204,6 +276,13 @@ impl Metrics {
         r.register(Box::new(m.state_changes.clone()))?;
         r.register(Box::new(m.session_start.clone()))?;
         r.register(Box::new(m.tools.clone()))?;
+        r.register(Box::new(m.probes_skipped.clone()))?;
+        r.register(Box::new(m.progress_interval.clone()))?;
+        r.register(Box::new(m.tool_call_duration.clone()))?;
+        r.register(Box::new(m.tool_call_cancellations.clone()))?;
+        r.register(Box::new(m.session_closes.clone()))?;
+        r.register(Box::new(m.child_cpu.clone()))?;
+        r.register(Box::new(m.child_rss.clone()))?;
         r.register(Box::new(m.config_reload_ok.clone()))?;
         r.register(Box::new(m.config_reload_time.clone()))?;
         for s in State::ALL {
@@ -217,6 +296,7 @@ impl Metrics {
         self.set_state(id, State::Unknown);
         for probe in PROBES {
             self.probes.with_label_values(&[id, probe]);
+            self.probes_skipped.with_label_values(&[id, probe]);
         }
         self.state_changes.with_label_values(&[id]);
     }

@@ -68,7 +68,7 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
         detail: String::new(),
     };
     let started = Instant::now();
-    let session = match Session::open(spec, http, None).await {
+    let session = match Session::open(spec, http, None, Default::default()).await {
         Ok(session) => session,
         Err(e) => {
             tracker.link_down(e.reason, &e.to_string(), Instant::now());
@@ -99,7 +99,7 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
             Ok(rtt) => report.ping_ms.push(ms(*rtt)),
             Err(e) => report.ping_errors.push(tracker.scrub(&e.to_string())),
         }
-        tracker.liveness(r.as_ref().copied(), Instant::now());
+        tracker.liveness(r.as_ref().copied(), false, Instant::now());
     }
     if report.tools.iter().any(|t| t == &s.health_check_tool) {
         let r = session

@@ -115,6 +115,20 @@ impl RequestError {
     }
 }
 
+/// Why a synthetic tool call failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ToolCallError {
+    /// No answer and no progress for the request timeout: cancelled.
+    #[error("no progress within {0:?}; cancelled")]
+    IdleTimeout(Duration),
+    /// The maximum request timeout passed, progress or not: cancelled.
+    #[error("still running at the {0:?} cap; cancelled")]
+    MaxTimeout(Duration),
+    /// Anything else.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+}
+
 /// Why opening a session failed.
 #[derive(Debug, thiserror::Error)]
 #[error("{phase}: {detail}")]
@@ -131,30 +145,43 @@ pub struct OpenError {
 #[derive(Debug, Default)]
 pub struct Activity {
     progress: AtomicU64,
-    epoch: std::sync::OnceLock<Instant>,
-    last_progress_ms: AtomicU64,
+    last_by_token: std::sync::Mutex<Vec<(String, Instant)>>,
+    /// Where intervals between progress notifications are recorded.
+    pub progress_interval: Option<prometheus::Histogram>,
 }
 
+/// Requests whose last progress time is remembered for interval measurement.
+const PROGRESS_TOKENS_KEPT: usize = 16;
+
 impl Activity {
-    /// Progress notifications received in this session.
+    /// Activity that records progress intervals into `histogram`.
+    pub fn with_histogram(histogram: prometheus::Histogram) -> Self {
+        Activity {
+            progress_interval: Some(histogram),
+            ..Activity::default()
+        }
+    }
+
+    /// Progress notifications received so far.
     pub fn progress_count(&self) -> u64 {
         self.progress.load(Ordering::Relaxed)
     }
 
-    /// When the last progress notification arrived.
-    pub fn last_progress(&self) -> Option<Instant> {
-        let ms = self.last_progress_ms.load(Ordering::Relaxed);
-        let epoch = self.epoch.get()?;
-        (ms > 0).then(|| *epoch + Duration::from_millis(ms))
-    }
-
-    fn note_progress(&self) {
-        let epoch = *self.epoch.get_or_init(Instant::now);
-        let ms = u64::try_from(epoch.elapsed().as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1);
-        self.last_progress_ms.store(ms, Ordering::Relaxed);
+    fn note_progress(&self, token: String) {
         self.progress.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let mut last = self.last_by_token.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = last.iter_mut().find(|(t, _)| *t == token) {
+            if let Some(h) = &self.progress_interval {
+                h.observe(now.duration_since(entry.1).as_secs_f64());
+            }
+            entry.1 = now;
+        } else {
+            if last.len() == PROGRESS_TOKENS_KEPT {
+                last.remove(0);
+            }
+            last.push((token, now));
+        }
     }
 }
 
@@ -178,10 +205,11 @@ impl ClientHandler for Monitor {
 
     fn on_progress(
         &self,
-        _params: ProgressNotificationParam,
+        params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
-        self.activity.note_progress();
+        self.activity
+            .note_progress(format!("{:?}", params.progress_token));
         std::future::ready(())
     }
 }
@@ -210,10 +238,19 @@ impl Session {
         spec: &ServerSpec,
         http: &reqwest::Client,
         hint: Option<Era>,
+        activity: Arc<Activity>,
     ) -> Result<Session, OpenError> {
         let (lifecycle, legacy_version) = lifecycle(&spec.protocol, hint);
         let detecting = matches!(lifecycle, ClientLifecycleMode::Auto { .. });
-        match Self::open_with(spec, http, lifecycle, legacy_version.clone()).await {
+        match Self::open_with(
+            spec,
+            http,
+            lifecycle,
+            legacy_version.clone(),
+            activity.clone(),
+        )
+        .await
+        {
             // Detection failed in a way a legacy server can cause: it exited
             // on `server/discover`, or answered it with something that is not
             // a discover result. The exchange cannot continue on that
@@ -223,18 +260,24 @@ impl Session {
                     && matches!(first.reason, Reason::Exited | Reason::HandshakeFailed) =>
             {
                 tracing::debug!(server = %spec.id, error = %first, "server/discover failed; retrying with initialize");
-                Self::open_with(spec, http, ClientLifecycleMode::Initialize, legacy_version)
-                    .await
-                    .map_err(|second| OpenError {
-                        detail: truncate(
-                            &format!(
-                                "{} (after server/discover failed: {})",
-                                second.detail, first.detail
-                            ),
-                            600,
+                Self::open_with(
+                    spec,
+                    http,
+                    ClientLifecycleMode::Initialize,
+                    legacy_version,
+                    activity,
+                )
+                .await
+                .map_err(|second| OpenError {
+                    detail: truncate(
+                        &format!(
+                            "{} (after server/discover failed: {})",
+                            second.detail, first.detail
                         ),
-                        ..second
-                    })
+                        600,
+                    ),
+                    ..second
+                })
             }
             r => r,
         }
@@ -245,9 +288,9 @@ impl Session {
         http: &reqwest::Client,
         lifecycle: ClientLifecycleMode,
         legacy_version: ProtocolVersion,
+        activity: Arc<Activity>,
     ) -> Result<Session, OpenError> {
         let deadline = spec.settings.connect_timeout.0;
-        let activity = Arc::new(Activity::default());
         let handler = Monitor {
             activity: activity.clone(),
             legacy_version,
@@ -438,6 +481,39 @@ impl Session {
         match self.request(request, timeout).await? {
             ServerResult::CallToolResult(r) => Ok(r),
             _ => Err(RequestError::Unexpected),
+        }
+    }
+
+    /// A synthetic tool call: its deadline is pushed back by each progress
+    /// notification, but never past `max`; on expiry rmcp cancels the call the
+    /// way the era requires and the session stays open.
+    pub async fn call_tool_with_progress(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+        idle: Duration,
+        max: Duration,
+    ) -> Result<CallToolResult, ToolCallError> {
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        params.arguments = Some(arguments);
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let options = PeerRequestOptions::with_timeout(idle)
+            .reset_timeout_on_progress()
+            .with_max_total_timeout(max);
+        let peer = self.service.peer();
+        let handle = tokio::time::timeout(max, peer.send_request_with_option(request, options))
+            .await
+            .map_err(|_| ToolCallError::MaxTimeout(max))?
+            .map_err(|e| ToolCallError::Request(RequestError::classify(e, idle)))?;
+        match handle.await_response().await {
+            Ok(ServerResult::CallToolResult(r)) => Ok(r),
+            Ok(_) => Err(ToolCallError::Request(RequestError::Unexpected)),
+            // rmcp reports which deadline fired by its length.
+            Err(ServiceError::Timeout { timeout }) if timeout == max && idle != max => {
+                Err(ToolCallError::MaxTimeout(max))
+            }
+            Err(ServiceError::Timeout { .. }) => Err(ToolCallError::IdleTimeout(idle)),
+            Err(e) => Err(ToolCallError::Request(RequestError::classify(e, idle))),
         }
     }
 

@@ -21,14 +21,64 @@ use crate::config::ServerSpec;
 use crate::fleet::FleetMsg;
 use crate::health_check::HealthReport;
 use crate::metrics::Metrics;
-use crate::session::{Era, RequestError, Session};
+use crate::session::{Activity, Era, RequestError, Session, ToolCallError};
 use crate::tracker::Tracker;
-use crate::verdict::{Reason, Transition};
+use crate::verdict::{Outcome, Reason, Transition};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use rmcp::model::CallToolResult;
 
 /// How long each step of closing a session may take.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 type Probe<'a, T> = Pin<Box<dyn Future<Output = Result<T, RequestError>> + Send + 'a>>;
+type ToolCall<'a> = Pin<
+    Box<dyn Future<Output = (usize, Duration, Result<CallToolResult, ToolCallError>)> + Send + 'a>,
+>;
+
+/// The liveness probe in flight. Past `late_at` it is judged late, but kept:
+/// its answer, whenever it comes, is still evidence.
+struct InFlight<'a> {
+    fut: Probe<'a, Duration>,
+    late_at: tokio::time::Instant,
+    late: bool,
+}
+
+/// Schedules of the synthetic tool probes, one call in flight per probe.
+struct ToolProbes<'a> {
+    due: Vec<tokio::time::Instant>,
+    interval: Vec<Duration>,
+    in_flight: Vec<bool>,
+    calls: FuturesUnordered<ToolCall<'a>>,
+}
+
+impl<'a> ToolProbes<'a> {
+    fn new(probes: &[crate::config::ToolProbe]) -> Self {
+        let now = tokio::time::Instant::now();
+        ToolProbes {
+            due: vec![now; probes.len()],
+            interval: probes.iter().map(|p| p.interval).collect(),
+            in_flight: vec![false; probes.len()],
+            calls: FuturesUnordered::new(),
+        }
+    }
+
+    fn next_due(&self) -> Option<tokio::time::Instant> {
+        self.due.iter().min().copied()
+    }
+
+    /// Probes due at `now`, each rescheduled one interval later.
+    fn due(&mut self, now: tokio::time::Instant) -> Vec<usize> {
+        let mut out = Vec::new();
+        for (i, due) in self.due.iter_mut().enumerate() {
+            if *due <= now {
+                out.push(i);
+                *due = now + self.interval[i];
+            }
+        }
+        out
+    }
+}
 
 /// Why a probe loop ended.
 enum End {
@@ -90,6 +140,14 @@ impl Supervisor {
                     let opened_at = session.opened;
                     let end = self.probe_loop(&session, &mut tracker).await;
                     session.close(CLOSE_GRACE).await;
+                    let close_reason = match &end {
+                        End::Shutdown => "shutdown",
+                        End::Lost(reason, _) => reason.as_str(),
+                    };
+                    self.metrics
+                        .session_closes
+                        .with_label_values(&[&id, close_reason])
+                        .inc();
                     match end {
                         End::Shutdown => break,
                         End::Lost(reason, detail) => {
@@ -125,7 +183,12 @@ impl Supervisor {
         hint: Option<Era>,
     ) -> Result<Session, (Reason, String)> {
         let started = Instant::now();
-        let session = Session::open(&self.spec, &self.http, hint)
+        let activity = Arc::new(Activity::with_histogram(
+            self.metrics
+                .progress_interval
+                .with_label_values(&[&self.spec.id]),
+        ));
+        let session = Session::open(&self.spec, &self.http, hint, activity)
             .await
             .map_err(|e| (e.reason, e.to_string()))?;
         let handshake = started.elapsed();
@@ -192,8 +255,15 @@ impl Supervisor {
         ping_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut hc_tick = tokio::time::interval(s.health_check_interval.0);
         hc_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut ping: Option<Probe<'_, Duration>> = None;
+        // /proc and progress are read at least once a second: "stopped" and
+        // "busy" must not wait for the next ping.
+        let mut evidence_tick =
+            tokio::time::interval(s.ping_interval.0.min(Duration::from_secs(1)));
+        evidence_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut ping: Option<InFlight<'_>> = None;
         let mut hc: Option<Probe<'_, (Duration, HealthReport)>> = None;
+        let mut tools = ToolProbes::new(&self.spec.tool_probes);
+        let mut progress_seen = session.activity.progress_count();
         let child_exit = async {
             match session.child() {
                 Some(c) => c.exited().await,
@@ -202,39 +272,69 @@ impl Supervisor {
         };
         tokio::pin!(child_exit);
         loop {
+            let late_at = ping.as_ref().filter(|p| !p.late).map(|p| p.late_at);
+            let tool_due = tools.next_due();
             tokio::select! {
                 _ = self.cancel.cancelled() => return End::Shutdown,
                 exit = &mut child_exit => {
                     return End::Lost(Reason::Exited, format!("process {exit}"));
                 }
-                _ = ping_tick.tick() => {
-                    if ping.is_some() {
-                        self.metrics.probe_failures.with_label_values(&[id, live_kind, "skipped"]).inc();
-                    } else {
-                        self.metrics.probes.with_label_values(&[id, live_kind]).inc();
-                        ping = Some(Box::pin(session.liveness(s.ping_timeout.0)));
+                _ = evidence_tick.tick() => {
+                    let seen = session.activity.progress_count();
+                    if seen != progress_seen {
+                        progress_seen = seen;
+                        tracker.activity(Instant::now());
+                    }
+                    if let Some(t) = self.sample_process(session, tracker) {
+                        self.transitioned(tracker, t);
+                        self.publish(tracker).await;
                     }
                     if tracker.is_stuck(Instant::now()) {
-                        return End::Lost(Reason::Stuck, format!("no answer for {:?}", s.stuck_after.0));
+                        return End::Lost(Reason::Stuck, format!("no answer or sign of life for {:?}", s.stuck_after.0));
                     }
                 }
-                r = async { ping.as_mut().expect("guarded").await }, if ping.is_some() => {
-                    ping = None;
+                _ = ping_tick.tick() => {
+                    if ping.is_some() {
+                        // Never pile pings up: the one in flight is still evidence.
+                        self.metrics.probes_skipped.with_label_values(&[id, live_kind]).inc();
+                    } else {
+                        self.metrics.probes.with_label_values(&[id, live_kind]).inc();
+                        ping = Some(InFlight {
+                            // The request itself may wait until the session would be judged stuck.
+                            fut: Box::pin(session.liveness(s.stuck_after.0)),
+                            late_at: tokio::time::Instant::now() + s.ping_timeout.0,
+                            late: false,
+                        });
+                    }
+                }
+                _ = async { tokio::time::sleep_until(late_at.expect("guarded")).await }, if late_at.is_some() => {
+                    if let Some(p) = ping.as_mut() {
+                        p.late = true;
+                    }
+                    self.metrics.probe_failures.with_label_values(&[id, live_kind, "timeout"]).inc();
+                    // Fresh evidence first: is it working or gone quiet?
+                    let _ = self.sample_process(session, tracker);
+                    let seen = session.activity.progress_count();
+                    if seen != progress_seen {
+                        progress_seen = seen;
+                        tracker.activity(Instant::now());
+                    }
+                    self.record(tracker, |t, now| t.liveness_late(s.ping_timeout.0, now)).await;
+                }
+                r = async { (&mut ping.as_mut().expect("guarded").fut).await }, if ping.is_some() => {
+                    let was_late = ping.take().is_some_and(|p| p.late);
                     match &r {
                         Ok(rtt) => self.metrics.ping_duration.with_label_values(&[id]).observe(rtt.as_secs_f64()),
+                        Err(RequestError::Timeout(_)) if was_late => {}
                         Err(e) => {
                             self.metrics.probe_failures.with_label_values(&[id, live_kind, e.label()]).inc();
                             debug!(server = %id, error = %tracker.scrub(&e.to_string()), "liveness probe failed");
                         }
                     }
-                    self.record(tracker, |t, now| t.liveness(r.as_ref().copied(), now)).await;
+                    self.record(tracker, |t, now| t.liveness(r.as_ref().copied(), was_late, now)).await;
                     if let Err(e) = &r {
                         if e.is_transport_death() {
-                            let reason = match session.child() {
-                                Some(_) => Reason::Exited,
-                                None => Reason::Unreachable,
-                            };
-                            return End::Lost(reason, e.to_string());
+                            return End::Lost(self.death_reason(session), e.to_string());
                         }
                         if tracker.is_stuck(Instant::now()) {
                             return End::Lost(Reason::Stuck, e.to_string());
@@ -243,7 +343,7 @@ impl Supervisor {
                 }
                 _ = hc_tick.tick(), if session.has_health_check => {
                     if hc.is_some() {
-                        self.metrics.probe_failures.with_label_values(&[id, "health_check", "skipped"]).inc();
+                        self.metrics.probes_skipped.with_label_values(&[id, "health_check"]).inc();
                     } else {
                         self.metrics.probes.with_label_values(&[id, "health_check"]).inc();
                         hc = Some(Box::pin(session.health_check(
@@ -271,12 +371,92 @@ impl Supervisor {
                     let is_death = matches!(&r, Err(e) if e.is_transport_death());
                     self.record(tracker, |t, now| t.health_check(r.as_ref().map(|(d, h)| (*d, h.clone())), now)).await;
                     if is_death {
-                        let reason = if session.child().is_some() { Reason::Exited } else { Reason::Unreachable };
-                        return End::Lost(reason, "health_check: transport closed".to_owned());
+                        return End::Lost(self.death_reason(session), "health_check: transport closed".to_owned());
+                    }
+                }
+                _ = async { tokio::time::sleep_until(tool_due.expect("guarded")).await }, if tool_due.is_some() => {
+                    for i in tools.due(tokio::time::Instant::now()) {
+                        let probe = &self.spec.tool_probes[i];
+                        if tools.in_flight[i] {
+                            self.metrics.probes_skipped.with_label_values(&[id, "tool"]).inc();
+                            continue;
+                        }
+                        self.metrics.probes.with_label_values(&[id, "tool"]).inc();
+                        tools.in_flight[i] = true;
+                        tools.calls.push(Box::pin(async move {
+                            let start = Instant::now();
+                            let r = session
+                                .call_tool_with_progress(&probe.tool, probe.arguments.clone(), probe.request_timeout, probe.max_request_timeout)
+                                .await;
+                            (i, start.elapsed(), r)
+                        }));
+                    }
+                }
+                Some((i, took, r)) = tools.calls.next(), if !tools.calls.is_empty() => {
+                    tools.in_flight[i] = false;
+                    let tool = self.spec.tool_probes[i].tool.as_str();
+                    self.metrics.tool_call_duration.with_label_values(&[id, tool]).observe(took.as_secs_f64());
+                    let outcome = match &r {
+                        Ok(res) if res.is_error == Some(true) => {
+                            self.metrics.probe_failures.with_label_values(&[id, "tool", "tool_error"]).inc();
+                            Outcome::Error
+                        }
+                        Ok(_) => Outcome::Ok(took),
+                        Err(ToolCallError::IdleTimeout(_)) => {
+                            self.metrics.tool_call_cancellations.with_label_values(&[id, tool, "request_timeout"]).inc();
+                            self.metrics.probe_failures.with_label_values(&[id, "tool", "timeout"]).inc();
+                            Outcome::Timeout
+                        }
+                        Err(ToolCallError::MaxTimeout(_)) => {
+                            self.metrics.tool_call_cancellations.with_label_values(&[id, tool, "max_request_timeout"]).inc();
+                            self.metrics.probe_failures.with_label_values(&[id, "tool", "timeout"]).inc();
+                            Outcome::Timeout
+                        }
+                        Err(ToolCallError::Request(e)) => {
+                            self.metrics.probe_failures.with_label_values(&[id, "tool", e.label()]).inc();
+                            Outcome::Error
+                        }
+                    };
+                    if let Err(e) = &r {
+                        info!(server = %id, tool, took_ms = took.as_millis() as u64, error = %tracker.scrub(&e.to_string()), "tool probe failed");
+                    }
+                    self.record(tracker, |t, now| t.tool_call(outcome, now)).await;
+                    if let Err(ToolCallError::Request(e)) = &r
+                        && e.is_transport_death()
+                    {
+                        return End::Lost(self.death_reason(session), format!("tool {tool}: {e}"));
                     }
                 }
             }
         }
+    }
+
+    /// The reason a dead transport gets: the process for stdio, the network for HTTP.
+    fn death_reason(&self, session: &Session) -> Reason {
+        match session.child() {
+            Some(_) => Reason::Exited,
+            None => Reason::Unreachable,
+        }
+    }
+
+    /// Read the stdio process tree: run state, CPU and memory.
+    fn sample_process(&self, session: &Session, tracker: &mut Tracker) -> Option<Transition> {
+        let child = session.child()?;
+        let sample = crate::procstat::sample(child.pid())?;
+        let id = self.spec.id.as_str();
+        let cpu = sample.cpu.as_secs_f64();
+        let counter = self.metrics.child_cpu.with_label_values(&[id]);
+        // A new process starts from zero; the counter only moves forward.
+        let seen = tracker.cpu_exported();
+        if cpu > seen {
+            counter.inc_by(cpu - seen);
+            tracker.set_cpu_exported(cpu);
+        }
+        self.metrics
+            .child_rss
+            .with_label_values(&[id])
+            .set(i64::try_from(sample.rss_bytes).unwrap_or(i64::MAX));
+        tracker.process(&sample, Instant::now())
     }
 
     /// Apply an observation to the tracker, then publish state and status.
@@ -286,26 +466,29 @@ impl Supervisor {
         f: impl FnOnce(&mut Tracker, Instant) -> Option<Transition>,
     ) {
         if let Some(t) = f(tracker, Instant::now()) {
-            let st = tracker.status();
-            self.metrics.set_state(&self.spec.id, t.to);
-            self.metrics
-                .state_changes
-                .with_label_values(&[&self.spec.id])
-                .inc();
-            info!(
-                server = %self.spec.id,
-                from = t.from.as_str(),
-                to = t.to.as_str(),
-                reason = t.reason.as_str(),
-                detail = %st.detail,
-                "state changed"
-            );
+            self.transitioned(tracker, t);
         }
         self.metrics
             .last_check
             .with_label_values(&[&self.spec.id])
             .set(unix_now());
         self.publish(tracker).await;
+    }
+
+    fn transitioned(&self, tracker: &Tracker, t: Transition) {
+        self.metrics.set_state(&self.spec.id, t.to);
+        self.metrics
+            .state_changes
+            .with_label_values(&[&self.spec.id])
+            .inc();
+        info!(
+            server = %self.spec.id,
+            from = t.from.as_str(),
+            to = t.to.as_str(),
+            reason = t.reason.as_str(),
+            detail = %tracker.status().detail,
+            "state changed"
+        );
     }
 
     async fn publish(&self, tracker: &Tracker) {

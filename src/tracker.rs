@@ -94,7 +94,14 @@ pub struct Tracker {
     hysteresis: Hysteresis,
     link: Link,
     last_answer: Instant,
-    last_liveness_timed_out: bool,
+    /// Last sign of life that was not an answer (progress, CPU advancing).
+    last_activity: Option<Instant>,
+    /// How recent such a sign must be to call a late server busy.
+    busy_window: Duration,
+    liveness_late: bool,
+    stopped: bool,
+    last_cpu: Option<Duration>,
+    cpu_exported: f64,
     reported: Option<Reported>,
     health_check_failed: bool,
     secrets: Vec<String>,
@@ -135,7 +142,12 @@ impl Tracker {
             hysteresis: Hysteresis::new(s.rise, s.fall, now),
             link: Link::Down(Reason::Starting),
             last_answer: now,
-            last_liveness_timed_out: false,
+            last_activity: None,
+            busy_window: s.ping_interval.0 + s.ping_timeout.0,
+            liveness_late: false,
+            stopped: false,
+            last_cpu: None,
+            cpu_exported: 0.0,
             reported: None,
             health_check_failed: false,
             secrets: secrets_of(spec),
@@ -165,7 +177,11 @@ impl Tracker {
         self.link = Link::Up;
         self.window.clear();
         self.last_answer = now;
-        self.last_liveness_timed_out = false;
+        self.last_activity = None;
+        self.liveness_late = false;
+        self.stopped = false;
+        self.last_cpu = None;
+        self.cpu_exported = 0.0;
         self.reported = None;
         self.health_check_failed = false;
         self.status.era = Some(era);
@@ -202,37 +218,98 @@ impl Tracker {
         self.evaluate(now)
     }
 
-    /// A liveness probe ended.
+    /// The liveness probe in flight passed its timeout without an answer.
+    /// It stays in flight: a late answer is still evidence.
+    pub fn liveness_late(&mut self, timeout: Duration, now: Instant) -> Option<Transition> {
+        self.status.last_check = Some(SystemTime::now());
+        self.window.record(now, true, Outcome::Timeout);
+        self.liveness_late = true;
+        self.status.consecutive_failures += 1;
+        self.status.detail = format!("no liveness answer within {timeout:?}");
+        self.evaluate(now)
+    }
+
+    /// A liveness probe ended; `was_late` if `liveness_late` was already
+    /// called for it (its timeout is in the window already).
     pub fn liveness(
         &mut self,
         result: Result<Duration, &crate::session::RequestError>,
+        was_late: bool,
         now: Instant,
     ) -> Option<Transition> {
         self.status.last_check = Some(SystemTime::now());
         match result {
             Ok(rtt) => {
-                self.window.record(now, true, Outcome::Ok(rtt));
+                if !was_late {
+                    self.window.record(now, true, Outcome::Ok(rtt));
+                    self.status.consecutive_failures = 0;
+                } else {
+                    self.status.detail = format!("liveness answered late, after {rtt:?}");
+                }
                 self.last_answer = now;
-                self.last_liveness_timed_out = false;
-                self.status.consecutive_failures = 0;
+                self.liveness_late = false;
                 self.status.response_time_ms = Some(ms(rtt));
             }
             Err(e) => {
                 let timed_out = matches!(e, crate::session::RequestError::Timeout(_));
-                let outcome = if timed_out {
-                    Outcome::Timeout
-                } else {
+                if !timed_out {
                     // An error answer still proves the server is there.
                     self.last_answer = now;
-                    Outcome::Error
-                };
-                self.window.record(now, true, outcome);
-                self.last_liveness_timed_out = timed_out;
-                self.status.consecutive_failures += 1;
+                }
+                if !was_late {
+                    let outcome = if timed_out {
+                        Outcome::Timeout
+                    } else {
+                        Outcome::Error
+                    };
+                    self.window.record(now, true, outcome);
+                    self.status.consecutive_failures += 1;
+                }
+                self.liveness_late = timed_out;
                 self.status.detail = self.scrub(&e.to_string());
             }
         }
         self.evaluate(now)
+    }
+
+    /// CPU seconds of the current process already added to the exported counter.
+    pub fn cpu_exported(&self) -> f64 {
+        self.cpu_exported
+    }
+
+    /// Record how far the exported CPU counter has been advanced.
+    pub fn set_cpu_exported(&mut self, seconds: f64) {
+        self.cpu_exported = seconds;
+    }
+
+    /// A sign of life that is not an answer: a progress notification.
+    pub fn activity(&mut self, now: Instant) {
+        self.last_activity = Some(now);
+    }
+
+    /// A sample of the stdio process tree: stopped state, and CPU time
+    /// advancing as a sign of life.
+    pub fn process(
+        &mut self,
+        sample: &crate::procstat::Sample,
+        now: Instant,
+    ) -> Option<Transition> {
+        use crate::procstat::RunState;
+        if let Some(prev) = self.last_cpu
+            && sample.cpu > prev
+        {
+            self.last_activity = Some(now);
+        }
+        self.last_cpu = Some(sample.cpu);
+        let stopped = sample.state == RunState::Stopped;
+        if stopped != self.stopped {
+            self.stopped = stopped;
+            if stopped {
+                self.status.detail = "process is stopped (SIGSTOP or traced)".to_owned();
+            }
+            return self.evaluate(now);
+        }
+        None
     }
 
     /// A health_check call ended: its report, or why it failed.
@@ -282,10 +359,21 @@ impl Tracker {
         self.evaluate(now)
     }
 
-    /// True when the evidence says the live session is stuck and must be rebuilt.
+    /// True when the evidence says the live session is stuck and must be
+    /// rebuilt. A stopped process is not stuck: SIGCONT brings it back.
     pub fn is_stuck(&self, now: Instant) -> bool {
         self.link == Link::Up
-            && now.saturating_duration_since(self.last_answer) >= self.thresholds.stuck_after
+            && !self.stopped
+            && self.silent_for(now) >= self.thresholds.stuck_after
+    }
+
+    /// Time since the last answer or other sign of life.
+    fn silent_for(&self, now: Instant) -> Duration {
+        let last = match self.last_activity {
+            Some(a) if a > self.last_answer => a,
+            _ => self.last_answer,
+        };
+        now.saturating_duration_since(last)
     }
 
     /// A synthetic tool call ended (answered, or how it failed).
@@ -307,10 +395,14 @@ impl Tracker {
         Evidence {
             link: self.link,
             window: self.window.stats(now),
-            last_liveness_timed_out: self.last_liveness_timed_out,
+            liveness_late: self.liveness_late,
+            busy: self
+                .last_activity
+                .is_some_and(|a| now.saturating_duration_since(a) <= self.busy_window),
+            stopped: self.stopped,
             silent_for: match self.link {
-                Link::Up => now.saturating_duration_since(self.last_answer),
-                Link::Down(_) => Duration::ZERO,
+                Link::Up if !self.stopped => self.silent_for(now),
+                _ => Duration::ZERO,
             },
             reported: self.reported,
             health_check_failed: self.health_check_failed,

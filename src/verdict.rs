@@ -68,8 +68,14 @@ pub enum Reason {
     Slow,
     /// Error ratio above a threshold.
     Errors,
-    /// The last liveness probe got no answer in time, transport still up.
+    /// The last liveness probe got no answer in time, transport still up,
+    /// and no other sign of life.
     Unresponsive,
+    /// Liveness answers are late, but the server shows signs of life
+    /// (progress notifications, CPU time advancing): working, not dead.
+    Busy,
+    /// The stdio process is stopped (SIGSTOP) or traced.
+    Stopped,
     /// No answer at all for `stuck_after`, transport still up.
     Stuck,
     /// The stdio child exited.
@@ -97,6 +103,8 @@ impl Reason {
             Reason::Slow => "slow",
             Reason::Errors => "errors",
             Reason::Unresponsive => "unresponsive",
+            Reason::Busy => "busy",
+            Reason::Stopped => "stopped",
             Reason::Stuck => "stuck",
             Reason::Exited => "exited",
             Reason::Unreachable => "unreachable",
@@ -258,9 +266,13 @@ pub struct Evidence {
     pub link: Link,
     /// The rolling window.
     pub window: WindowStats,
-    /// Whether the most recent liveness probe timed out.
-    pub last_liveness_timed_out: bool,
-    /// Time since the server last answered anything, while the link is up.
+    /// Whether the most recent liveness probe is late (unanswered past its timeout).
+    pub liveness_late: bool,
+    /// Signs of life other than answers were seen recently (progress, CPU).
+    pub busy: bool,
+    /// The stdio process is stopped.
+    pub stopped: bool,
+    /// Time since the last answer or sign of life, while the link is up.
     pub silent_for: Duration,
     /// The latest status the server's health_check reported, if any.
     pub reported: Option<Reported>,
@@ -308,6 +320,9 @@ pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
     if let Link::Down(reason) = e.link {
         return Judgement::definitive(State::Unhealthy, reason);
     }
+    if e.stopped {
+        return Judgement::definitive(State::Unhealthy, Reason::Stopped);
+    }
     if e.silent_for >= t.stuck_after {
         return Judgement::definitive(State::Unhealthy, Reason::Stuck);
     }
@@ -330,7 +345,7 @@ pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
         let reason = if w.errors >= w.timeouts {
             Reason::Errors
         } else {
-            Reason::Unresponsive
+            late_reason(e)
         };
         j = j.worst(Judgement::new(state, reason));
     }
@@ -344,8 +359,8 @@ pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
         };
         j = j.worst(Judgement::new(state, Reason::Slow));
     }
-    if e.last_liveness_timed_out {
-        j = j.worst(Judgement::new(State::Degraded, Reason::Unresponsive));
+    if e.liveness_late {
+        j = j.worst(Judgement::new(State::Degraded, late_reason(e)));
     }
     if e.health_check_failed {
         j = j.worst(Judgement::new(State::Unhealthy, Reason::HealthCheckFailed));
@@ -364,6 +379,14 @@ pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
         }
     }
     j
+}
+
+fn late_reason(e: &Evidence) -> Reason {
+    if e.busy {
+        Reason::Busy
+    } else {
+        Reason::Unresponsive
+    }
 }
 
 /// A change of published state.
@@ -474,7 +497,9 @@ mod tests {
                 timeouts: 0,
                 mean_latency: Some(Duration::from_millis(1)),
             },
-            last_liveness_timed_out: false,
+            liveness_late: false,
+            busy: false,
+            stopped: false,
             silent_for: Duration::ZERO,
             reported: None,
             health_check_failed: false,
@@ -559,15 +584,33 @@ mod tests {
     fn lateness_alone_never_makes_a_live_server_unhealthy() {
         let mut e = healthy_evidence();
         e.window.timeouts = 60;
-        e.last_liveness_timed_out = true;
+        e.liveness_late = true;
         e.silent_for = Duration::from_secs(59);
         assert_eq!(judged(e), (State::Degraded, Reason::Unresponsive, false));
     }
 
     #[test]
+    fn late_answers_with_signs_of_life_are_busy_never_unhealthy() {
+        let mut e = healthy_evidence();
+        e.liveness_late = true;
+        e.busy = true;
+        e.window.timeouts = 90;
+        e.silent_for = Duration::from_secs(59);
+        assert_eq!(judged(e), (State::Degraded, Reason::Busy, false));
+    }
+
+    #[test]
+    fn a_stopped_process_is_unhealthy_at_once_even_if_it_looked_busy() {
+        let mut e = healthy_evidence();
+        e.stopped = true;
+        e.busy = true;
+        assert_eq!(judged(e), (State::Unhealthy, Reason::Stopped, true));
+    }
+
+    #[test]
     fn silence_past_stuck_after_is_stuck() {
         let mut e = healthy_evidence();
-        e.last_liveness_timed_out = true;
+        e.liveness_late = true;
         e.silent_for = Duration::from_secs(60);
         assert_eq!(judged(e), (State::Unhealthy, Reason::Stuck, true));
     }
@@ -575,7 +618,7 @@ mod tests {
     #[test]
     fn one_late_ping_is_degraded_unresponsive() {
         let mut e = healthy_evidence();
-        e.last_liveness_timed_out = true;
+        e.liveness_late = true;
         assert_eq!(judged(e), (State::Degraded, Reason::Unresponsive, false));
     }
 

@@ -34,7 +34,7 @@ fn probe_exit_code_is_zero_only_when_healthy() {
     assert!(out.contains("state:      healthy (ok)"), "{out}");
     assert!(out.contains("demo-p"), "{out}");
     assert!(
-        out.contains("tools:      build_report, health_check"),
+        out.contains("tools:      build_report, crunch, health_check, sleep"),
         "{out}"
     );
 

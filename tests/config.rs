@@ -23,6 +23,7 @@ fn check_config(file: &str) -> (i32, String, String) {
 }
 
 const TUNABLES: &str = "`ping_interval`, `ping_timeout`, `connect_timeout`, `request_timeout`, \
+`max_request_timeout`, `session_idle_limit`, \
 `health_check_interval`, `health_check_timeout`, `health_check_tool`, `health_check_arguments`, \
 `health_check_max_fields`, `stuck_after`, `window`, `rise`, `fall`, `healthy_max_error_ratio`, \
 `healthy_max_latency`, `degraded_max_error_ratio`, `degraded_max_latency`, `backoff_initial`, \
@@ -71,6 +72,18 @@ fn invalid_files_are_pinned_to_their_messages() {
             .map(|l| format!("tests/testdata/invalid-many.yml:{l}"))
             .collect(),
         ),
+        (
+            "tests/testdata/invalid-timers.yml",
+            [
+                "2:20: request_timeout (2m) is longer than max_request_timeout (1m)",
+                "9:18: server \"a\": stuck_after (5s) must be longer than ping_timeout (5s): every late answer would be judged stuck",
+                "13:25: server \"b\": ping_interval (10s) must be shorter than session_idle_limit (10s): the session would be cut between probes",
+                "15:9: tool probe \"report\": request_timeout (30s) is longer than max_request_timeout (10s)",
+            ]
+            .iter()
+            .map(|l| format!("tests/testdata/invalid-timers.yml:{l}"))
+            .collect(),
+        ),
     ];
     for (file, want) in cases {
         let (code, stdout, stderr) = check_config(file);
@@ -107,6 +120,26 @@ fn the_demo_fleet_and_the_design_example_are_valid() {
         stdout.trim(),
         "examples/demo-fleet.yaml: valid, 5 server(s)"
     );
+}
+
+#[test]
+fn risky_timers_are_warnings_not_errors() {
+    let (code, stdout, stderr) = check_config("tests/testdata/warn-risky-timers.yml");
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout.trim(),
+        "tests/testdata/warn-risky-timers.yml: valid, 1 server(s)"
+    );
+    let want: Vec<String> = [
+        "3:17: ping_timeout (50ms) is shorter than 100ms: scheduling noise alone will read as lateness",
+        "4:16: stuck_after (45s) allows fewer than 3 liveness probes (30s apart) before a server is judged stuck and restarted",
+        "9:20: server \"behind-proxy\": ping_interval (55s) is within 20% of session_idle_limit (1m)",
+        "13:9: tool probe \"build_report\": max_request_timeout (5m) is longer than its interval (1m); overdue calls will be skipped",
+    ]
+    .iter()
+    .map(|l| format!("warning: tests/testdata/warn-risky-timers.yml:{l}"))
+    .collect();
+    assert_eq!(stderr.lines().collect::<Vec<_>>(), want);
 }
 
 #[test]
@@ -153,7 +186,11 @@ servers:
     .expect("valid");
     let a = &cfg.servers[0];
     assert_eq!(a.settings.ping_interval.0, Duration::from_secs(3));
-    assert_eq!(a.settings.ping_timeout.0, Duration::from_secs(5), "default");
+    assert_eq!(
+        a.settings.ping_timeout.0,
+        Duration::from_secs(3),
+        "an unset timeout is capped at its interval"
+    );
     assert_eq!(a.settings.fall, 5);
     assert_eq!(a.settings.rise, 2, "default");
     assert_eq!(a.protocol, Protocol::Auto);
