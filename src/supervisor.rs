@@ -294,8 +294,13 @@ impl Supervisor {
                     }
                 }
                 _ = ping_tick.tick() => {
-                    if ping.is_some() {
-                        // Never pile pings up: the one in flight is still evidence.
+                    if ping.as_ref().is_some_and(|p| p.late) {
+                        // Never pile pings up: the one in flight is still
+                        // evidence, and one more interval without its answer
+                        // is one more judgement.
+                        self.metrics.probes_skipped.with_label_values(&[id, live_kind]).inc();
+                        self.record(tracker, |t, now| t.tick(now)).await;
+                    } else if ping.is_some() {
                         self.metrics.probes_skipped.with_label_values(&[id, live_kind]).inc();
                     } else {
                         self.metrics.probes.with_label_values(&[id, live_kind]).inc();

@@ -15,6 +15,10 @@ use crate::verdict::{
     Transition, Window, judge,
 };
 
+/// Share of one core a process tree must use between two samples to count
+/// as a sign of life.
+const BUSY_CPU_SHARE: f64 = 0.2;
+
 /// Events kept per server for the timeline.
 pub const MAX_EVENTS: usize = 32;
 
@@ -100,7 +104,7 @@ pub struct Tracker {
     busy_window: Duration,
     liveness_late: bool,
     stopped: bool,
-    last_cpu: Option<Duration>,
+    last_cpu: Option<(Duration, Instant)>,
     cpu_exported: f64,
     reported: Option<Reported>,
     health_check_failed: bool,
@@ -295,12 +299,18 @@ impl Tracker {
         now: Instant,
     ) -> Option<Transition> {
         use crate::procstat::RunState;
-        if let Some(prev) = self.last_cpu
-            && sample.cpu > prev
-        {
-            self.last_activity = Some(now);
+        // Housekeeping and the tail of the last answer burn a little CPU even
+        // in a silent process; busy means a real share of a core.
+        if let Some((prev, at)) = self.last_cpu {
+            let wall = now.saturating_duration_since(at);
+            if !wall.is_zero()
+                && sample.cpu.saturating_sub(prev).as_secs_f64()
+                    >= BUSY_CPU_SHARE * wall.as_secs_f64()
+            {
+                self.last_activity = Some(now);
+            }
         }
-        self.last_cpu = Some(sample.cpu);
+        self.last_cpu = Some((sample.cpu, now));
         let stopped = sample.state == RunState::Stopped;
         if stopped != self.stopped {
             self.stopped = stopped;
