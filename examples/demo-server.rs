@@ -461,11 +461,14 @@ async fn serve_http(
             }
         }
     }
-    let service: StreamableHttpService<Demo, LocalSessionManager> = StreamableHttpService::new(
-        move || Ok(demo.clone()),
-        Default::default(),
-        StreamableHttpServerConfig::default(),
-    );
+    // On loopback keep rmcp's DNS-rebinding guard; in a container network
+    // the Host header is the service name, so accept any.
+    let mut config = StreamableHttpServerConfig::default();
+    if !addr.ip().is_loopback() {
+        config = config.disable_allowed_hosts();
+    }
+    let service: StreamableHttpService<Demo, LocalSessionManager> =
+        StreamableHttpService::new(move || Ok(demo.clone()), Default::default(), config);
     // Once frozen, every request is accepted and never answered.
     let router =
         axum::Router::new()

@@ -82,8 +82,8 @@ impl Snapshot {
         s
     }
 
-    /// Fleet status and whether the policy is met.
-    pub fn verdict(&self) -> (State, bool) {
+    /// Share (0-1) of servers available under the policy; 1 for an empty fleet.
+    pub fn available_ratio(&self) -> f64 {
         let s = self.summary();
         let available = s.healthy
             + if self.policy.degraded_is_available {
@@ -91,12 +91,17 @@ impl Snapshot {
             } else {
                 0
             };
-        let share = if s.total == 0 {
-            100.0
+        if s.total == 0 {
+            1.0
         } else {
-            available as f64 * 100.0 / s.total as f64
-        };
-        let meets = share + 1e-9 >= self.policy.min_available_percentage;
+            available as f64 / s.total as f64
+        }
+    }
+
+    /// Fleet status and whether the policy is met.
+    pub fn verdict(&self) -> (State, bool) {
+        let s = self.summary();
+        let meets = self.available_ratio() * 100.0 + 1e-9 >= self.policy.min_available_percentage;
         let state = if s.total > 0 && s.unknown == s.total {
             State::Unknown
         } else if s.healthy == s.total {
@@ -157,6 +162,8 @@ pub async fn run(
                     metrics.fleet_servers.with_label_values(&["degraded"]).set(s.degraded as i64);
                     metrics.fleet_servers.with_label_values(&["unhealthy"]).set(s.unhealthy as i64);
                     metrics.fleet_servers.with_label_values(&["unknown"]).set(s.unknown as i64);
+                    metrics.fleet_available.set(snap.available_ratio());
+                    metrics.fleet_min_available.set(snap.policy.min_available_percentage / 100.0);
                     tx.send_replace(Arc::new(snap.clone()));
                     dirty = false;
                 }

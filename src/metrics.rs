@@ -65,11 +65,20 @@ pub struct Metrics {
     pub child_cpu: CounterVec,
     /// `mcpmon_child_resident_memory_bytes`
     pub child_rss: IntGaugeVec,
+    /// `mcpmon_server_reason`
+    pub server_reason: IntGaugeVec,
+    /// `mcpmon_server_health_check_present`
+    pub health_check_present: IntGaugeVec,
+    /// `mcpmon_fleet_available_ratio`
+    pub fleet_available: Gauge,
+    /// `mcpmon_fleet_policy_min_available_ratio`
+    pub fleet_min_available: Gauge,
     /// `mcpmon_config_last_reload_successful`
     pub config_reload_ok: Gauge,
     /// `mcpmon_config_last_reload_success_timestamp_seconds`
     pub config_reload_time: Gauge,
     info_labels: Mutex<HashMap<String, [String; 4]>>,
+    reasons: Mutex<HashMap<String, &'static str>>,
     health_fields: Mutex<HashMap<String, Vec<String>>>,
 }
 
@@ -241,6 +250,28 @@ impl Metrics {
                 ),
                 &["server"],
             )?,
+            server_reason: IntGaugeVec::new(
+                opts(
+                    "server_reason",
+                    "Why the server is in its state (bounded set; one series per server, always 1).",
+                ),
+                &["server", "reason"],
+            )?,
+            health_check_present: IntGaugeVec::new(
+                opts(
+                    "server_health_check_present",
+                    "1 if the server's current session lists the health tool.",
+                ),
+                &["server"],
+            )?,
+            fleet_available: Gauge::with_opts(opts(
+                "fleet_available_ratio",
+                "Share of servers available under the fleet policy (0-1).",
+            ))?,
+            fleet_min_available: Gauge::with_opts(opts(
+                "fleet_policy_min_available_ratio",
+                "Least available share the fleet policy requires (0-1).",
+            ))?,
             config_reload_ok: Gauge::with_opts(opts(
                 "config_last_reload_successful",
                 "Whether the last configuration load succeeded.",
@@ -251,6 +282,7 @@ impl Metrics {
             ))?,
             registry,
             info_labels: Mutex::new(HashMap::new()),
+            reasons: Mutex::new(HashMap::new()),
             health_fields: Mutex::new(HashMap::new()),
         };
         let build = IntGaugeVec::new(
@@ -283,6 +315,10 @@ impl Metrics {
         r.register(Box::new(m.session_closes.clone()))?;
         r.register(Box::new(m.child_cpu.clone()))?;
         r.register(Box::new(m.child_rss.clone()))?;
+        r.register(Box::new(m.server_reason.clone()))?;
+        r.register(Box::new(m.health_check_present.clone()))?;
+        r.register(Box::new(m.fleet_available.clone()))?;
+        r.register(Box::new(m.fleet_min_available.clone()))?;
         r.register(Box::new(m.config_reload_ok.clone()))?;
         r.register(Box::new(m.config_reload_time.clone()))?;
         for s in State::ALL {
@@ -294,6 +330,8 @@ impl Metrics {
     /// Create the series of a new server so they exist before the first probe.
     pub fn add_server(&self, id: &str) {
         self.set_state(id, State::Unknown);
+        self.set_reason(id, "starting");
+        self.health_check_present.with_label_values(&[id]).set(0);
         for probe in PROBES {
             self.probes.with_label_values(&[id, probe]);
             self.probes_skipped.with_label_values(&[id, probe]);
@@ -310,6 +348,20 @@ impl Metrics {
         }
         let up = matches!(state, State::Healthy | State::Degraded);
         self.server_up.with_label_values(&[id]).set(i64::from(up));
+    }
+
+    /// Replace the server's reason series.
+    pub fn set_reason(&self, id: &str, reason: &'static str) {
+        let mut known = self.reasons.lock().unwrap_or_else(|p| p.into_inner());
+        match known.get(id) {
+            Some(old) if *old == reason => return,
+            Some(old) => {
+                let _ = self.server_reason.remove_label_values(&[id, old]);
+            }
+            None => {}
+        }
+        self.server_reason.with_label_values(&[id, reason]).set(1);
+        known.insert(id.to_owned(), reason);
     }
 
     /// Replace the server's `_info` series.

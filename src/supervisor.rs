@@ -239,6 +239,10 @@ impl Supervisor {
             t.session_opened(session.era, info, count, handshake, now)
         })
         .await;
+        self.metrics
+            .health_check_present
+            .with_label_values(&[&self.spec.id])
+            .set(i64::from(has_health));
         let mut session = session;
         session.has_health_check = has_health;
         Ok(session)
@@ -287,6 +291,7 @@ impl Supervisor {
                     }
                     if let Some(t) = self.sample_process(session, tracker) {
                         self.transitioned(tracker, t);
+                        self.metrics.set_reason(id, tracker.status().reason.as_str());
                         self.publish(tracker).await;
                     }
                     if tracker.is_stuck(Instant::now()) {
@@ -473,6 +478,8 @@ impl Supervisor {
         if let Some(t) = f(tracker, Instant::now()) {
             self.transitioned(tracker, t);
         }
+        self.metrics
+            .set_reason(&self.spec.id, tracker.status().reason.as_str());
         self.metrics
             .last_check
             .with_label_values(&[&self.spec.id])

@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""Builds the Grafana dashboards (mcpmon-fleet.json, mcpmon-server.json).
+
+The JSON files are committed; edit this file and run it to change them:
+
+    python3 dashboards/build.py
+
+Every panel query uses the `datasource` variable, `$__rate_interval` for
+rates, and label matchers on `job`/`server` variables, so the integration
+test can substitute the variables and run each query against Prometheus.
+"""
+
+import json
+import pathlib
+
+HERE = pathlib.Path(__file__).resolve().parent
+DS = {"type": "prometheus", "uid": "${datasource}"}
+
+
+def datasource_var():
+    return {
+        "name": "datasource",
+        "label": "Data source",
+        "type": "datasource",
+        "query": "prometheus",
+        "current": {},
+        "hide": 0,
+    }
+
+
+def query_var(name, label, query, multi):
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
+        "definition": query,
+        "query": {"query": query, "refId": f"{name}-var"},
+        "refresh": 2,
+        "sort": 1,
+        "multi": multi,
+        "includeAll": multi,
+        "allValue": ".*" if multi else None,
+        "current": {},
+        "hide": 0,
+    }
+
+
+class Layout:
+    """Places panels on Grafana's 24-column grid, left to right."""
+
+    def __init__(self):
+        self.x = 0
+        self.y = 0
+        self.row_h = 0
+        self.next_id = 1
+
+    def place(self, w, h):
+        if self.x + w > 24:
+            self.x = 0
+            self.y += self.row_h
+            self.row_h = 0
+        pos = {"x": self.x, "y": self.y, "w": w, "h": h}
+        self.x += w
+        self.row_h = max(self.row_h, h)
+        pid = self.next_id
+        self.next_id += 1
+        return pid, pos
+
+
+def target(expr, legend="", ref="A", instant=False, fmt="time_series"):
+    t = {
+        "datasource": DS,
+        "expr": expr,
+        "legendFormat": legend,
+        "refId": ref,
+        "format": fmt,
+    }
+    if instant:
+        t["instant"] = True
+        t["range"] = False
+    return t
+
+
+def panel(layout, kind, title, targets, w=12, h=8, description="", **extra):
+    pid, pos = layout.place(w, h)
+    p = {
+        "id": pid,
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "gridPos": pos,
+        "targets": targets,
+        "fieldConfig": {"defaults": {}, "overrides": []},
+        "options": {},
+    }
+    p.update(extra)
+    return p
+
+
+STATE_MAPPING = [
+    {
+        "type": "value",
+        "options": {
+            "0": {"text": "unknown", "color": "text"},
+            "1": {"text": "healthy", "color": "green"},
+            "2": {"text": "degraded", "color": "orange"},
+            "3": {"text": "unhealthy", "color": "red"},
+        },
+    }
+]
+
+# 0 unknown, 1 healthy, 2 degraded, 3 unhealthy, per server.
+STATE_EXPR = (
+    'max by (server) (mcpmon_server_state{{job=~"$job", server=~"{s}", state="healthy"}})'
+    ' + 2 * max by (server) (mcpmon_server_state{{job=~"$job", server=~"{s}", state="degraded"}})'
+    ' + 3 * max by (server) (mcpmon_server_state{{job=~"$job", server=~"{s}", state="unhealthy"}})'
+)
+
+
+def dashboard(uid, title, description, variables, panels, tags):
+    return {
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": tags,
+        "editable": False,
+        "schemaVersion": 39,
+        "version": 1,
+        "refresh": "30s",
+        "time": {"from": "now-3h", "to": "now"},
+        "timezone": "browser",
+        "graphTooltip": 1,
+        "templating": {"list": variables},
+        "annotations": {"list": []},
+        "links": [
+            {"title": "mcpmon", "type": "dashboards", "tags": ["mcpmon"], "asDropdown": True}
+        ],
+        "panels": panels,
+    }
+
+
+def fleet():
+    L = Layout()
+    sel = 'job=~"$job", server=~"$server"'
+    panels = []
+    for state, color in [("healthy", "green"), ("degraded", "orange"), ("unhealthy", "red"), ("unknown", "text")]:
+        panels.append(
+            panel(
+                L, "stat", f"Servers {state}",
+                [target(f'sum(mcpmon_fleet_servers{{job=~"$job", state="{state}"}})', instant=True)],
+                w=4, h=4,
+                fieldConfig={"defaults": {"color": {"mode": "fixed", "fixedColor": color}}, "overrides": []},
+                options={"reduceOptions": {"calcs": ["lastNotNull"]}, "colorMode": "background"},
+            )
+        )
+    panels.append(
+        panel(
+            L, "stat", "Health percentage",
+            [target(
+                f'100 * sum(mcpmon_fleet_servers{{job=~"$job", state="healthy"}}) / sum(mcpmon_fleet_servers{{job=~"$job"}})',
+                instant=True,
+            )],
+            w=4, h=4, description="Share of servers judged healthy.",
+            fieldConfig={"defaults": {"unit": "percent", "min": 0, "max": 100}, "overrides": []},
+        )
+    )
+    panels.append(
+        panel(
+            L, "stat", "Available vs policy",
+            [
+                target('min(mcpmon_fleet_available_ratio{job=~"$job"})', "available", "A", instant=True),
+                target('max(mcpmon_fleet_policy_min_available_ratio{job=~"$job"})', "required", "B", instant=True),
+            ],
+            w=4, h=4, description="/health/fleet answers 503 while available is below required.",
+            fieldConfig={"defaults": {"unit": "percentunit"}, "overrides": []},
+        )
+    )
+    panels.append(
+        panel(
+            L, "table", "Servers",
+            [
+                target(f"max by (server, state) (mcpmon_server_state{{{sel}}} == 1)", ref="A", instant=True, fmt="table"),
+                target(f"max by (server, reason) (mcpmon_server_reason{{{sel}}})", ref="B", instant=True, fmt="table"),
+                target(f"max by (server) (mcpmon:server_ping_duration_seconds:p50_5m{{{sel}}})", ref="C", instant=True, fmt="table"),
+                target(f"max by (server) (mcpmon:server_ping_duration_seconds:p99_5m{{{sel}}})", ref="D", instant=True, fmt="table"),
+                target(f"time() - max by (server) (mcpmon_server_last_check_timestamp_seconds{{{sel}}})", ref="E", instant=True, fmt="table"),
+            ],
+            w=24, h=9, description="State, reason, liveness latency (p50/p99 over 5m) and seconds since the last probe result.",
+            transformations=[
+                {"id": "merge", "options": {}},
+                {"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "Value #A": True, "Value #B": True},
+                    "renameByName": {"Value #C": "ping p50", "Value #D": "ping p99", "Value #E": "since last check"},
+                }},
+            ],
+            fieldConfig={"defaults": {}, "overrides": [
+                {"matcher": {"id": "byRegexp", "options": "ping.*"}, "properties": [{"id": "unit", "value": "s"}]},
+                {"matcher": {"id": "byName", "options": "since last check"}, "properties": [{"id": "unit", "value": "s"}]},
+            ]},
+        )
+    )
+    panels.append(
+        panel(
+            L, "state-timeline", "State timeline",
+            [target(STATE_EXPR.format(s="$server"), "{{server}}")],
+            w=24, h=8,
+            fieldConfig={"defaults": {"mappings": STATE_MAPPING, "color": {"mode": "thresholds"},
+                                      "thresholds": {"mode": "absolute", "steps": [
+                                          {"color": "text", "value": None}, {"color": "green", "value": 1},
+                                          {"color": "orange", "value": 2}, {"color": "red", "value": 3}]}},
+                         "overrides": []},
+        )
+    )
+    panels.append(
+        panel(
+            L, "timeseries", "Probe failures by reason",
+            [target(f"sum by (probe, reason) (rate(mcpmon_probe_failures_total{{{sel}}}[$__rate_interval]))", "{{probe}} {{reason}}")],
+            fieldConfig={"defaults": {"unit": "ops"}, "overrides": []},
+        )
+    )
+    panels.append(
+        panel(
+            L, "timeseries", "Reconnect rate",
+            [target(f"sum by (server, reason) (rate(mcpmon_reconnects_total{{{sel}}}[$__rate_interval]))", "{{server}} {{reason}}")],
+            fieldConfig={"defaults": {"unit": "ops"}, "overrides": []},
+        )
+    )
+    panels.append(
+        panel(
+            L, "timeseries", "Ping timeouts vs reconnects",
+            [
+                target(f'sum(rate(mcpmon_probe_failures_total{{{sel}, probe=~"ping|discover", reason="timeout"}}[$__rate_interval]))', "ping timeouts", "A"),
+                target(f"sum(rate(mcpmon_reconnects_total{{{sel}}}[$__rate_interval]))", "reconnects", "B"),
+            ],
+            description="A monitor that reconnects on every late ping shows these two lines together; mcpmon should keep reconnects far below timeouts.",
+            fieldConfig={"defaults": {"unit": "ops"}, "overrides": []},
+        )
+    )
+    panels.append(
+        panel(
+            L, "bargauge", "Slowest servers (ping p99, 5m)",
+            [target(f"topk(10, mcpmon:server_ping_duration_seconds:p99_5m{{{sel}}})", "{{server}}", instant=True)],
+            fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
+            options={"orientation": "horizontal", "reduceOptions": {"calcs": ["lastNotNull"]}},
+        )
+    )
+    variables = [
+        datasource_var(),
+        query_var("job", "Job", "label_values(mcpmon_build_info, job)", True),
+        query_var("server", "Server", 'label_values(mcpmon_server_up{job=~"$job"}, server)', True),
+    ]
+    return dashboard(
+        "mcpmon-fleet", "mcpmon / Fleet overview",
+        "Every MCP server mcpmon watches: states, reasons, latency, failures and reconnects.",
+        variables, panels, ["mcpmon", "mcp"],
+    )
+
+
+def server():
+    L = Layout()
+    sel = 'job=~"$job", server="$server"'
+    panels = [
+        panel(
+            L, "stat", "State",
+            [target(STATE_EXPR.format(s="$server").replace('server=~"$server"', 'server="$server"'), "{{server}}", instant=True)],
+            w=6, h=4,
+            fieldConfig={"defaults": {"mappings": STATE_MAPPING}, "overrides": []},
+            options={"colorMode": "background", "reduceOptions": {"calcs": ["lastNotNull"]}},
+        ),
+        panel(
+            L, "stat", "Reason",
+            [target(f"max by (reason) (mcpmon_server_reason{{{sel}}})", "{{reason}}", instant=True)],
+            w=6, h=4, options={"textMode": "name", "reduceOptions": {"calcs": ["lastNotNull"]}},
+        ),
+        panel(
+            L, "stat", "Session age",
+            [target(f"time() - max(mcpmon_session_start_timestamp_seconds{{{sel}}})", instant=True)],
+            w=6, h=4, fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
+        ),
+        panel(
+            L, "stat", "Tools listed",
+            [target(f"max(mcpmon_server_tools{{{sel}}})", instant=True)],
+            w=6, h=4,
+        ),
+        panel(
+            L, "heatmap", "Liveness latency",
+            [target(f"sum by (le) (rate(mcpmon_ping_duration_seconds_bucket{{{sel}}}[$__rate_interval]))", "{{le}}", fmt="heatmap")],
+            options={"calculate": False, "yAxis": {"unit": "s"}},
+        ),
+        panel(
+            L, "timeseries", "Liveness latency quantiles",
+            [
+                target(f"histogram_quantile({q}, sum by (le) (rate(mcpmon_ping_duration_seconds_bucket{{{sel}}}[$__rate_interval])))", f"p{int(q * 100)}", ref)
+                for q, ref in [(0.5, "A"), (0.9, "B"), (0.99, "C")]
+            ],
+            fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
+        ),
+        panel(
+            L, "timeseries", "Probe failures by reason",
+            [target(f"sum by (probe, reason) (rate(mcpmon_probe_failures_total{{{sel}}}[$__rate_interval]))", "{{probe}} {{reason}}")],
+            fieldConfig={"defaults": {"unit": "ops"}, "overrides": []},
+        ),
+        panel(
+            L, "timeseries", "health_check values",
+            [target(f"mcpmon_health_check_value{{{sel}}}", "{{field}}")],
+            description="Numeric fields the server's own health_check reported.",
+        ),
+        panel(
+            L, "timeseries", "Tool call durations",
+            [
+                target(f"histogram_quantile({q}, sum by (tool, le) (rate(mcpmon_tool_call_duration_seconds_bucket{{{sel}}}[$__rate_interval])))", f"{{{{tool}}}} p{int(q * 100)}", ref)
+                for q, ref in [(0.5, "A"), (0.99, "B")]
+            ] + [target(f"sum by (tool, reason) (increase(mcpmon_tool_call_cancellations_total{{{sel}}}[$__rate_interval]))", "{{tool}} cancelled ({{reason}})", "C")],
+            fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
+        ),
+        panel(
+            L, "timeseries", "Progress notification intervals",
+            [
+                target(f"histogram_quantile({q}, sum by (le) (rate(mcpmon_progress_interval_seconds_bucket{{{sel}}}[$__rate_interval])))", f"p{int(q * 100)}", ref)
+                for q, ref in [(0.5, "A"), (0.99, "B")]
+            ],
+            description="Gaps between progress notifications of one request; a gap that grows means a phase change or a blocked event loop.",
+            fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
+        ),
+        panel(
+            L, "timeseries", "Sessions opened and closed",
+            [
+                target(f"changes(mcpmon_session_start_timestamp_seconds{{{sel}}}[$__rate_interval])", "opened", "A"),
+                target(f"sum by (reason) (increase(mcpmon_session_closes_total{{{sel}}}[$__rate_interval]))", "closed ({{reason}})", "B"),
+            ],
+        ),
+        panel(
+            L, "timeseries", "Child CPU and memory",
+            [
+                target(f"rate(mcpmon_child_cpu_seconds_total{{{sel}}}[$__rate_interval])", "CPU (cores)", "A"),
+                target(f"mcpmon_child_resident_memory_bytes{{{sel}}}", "resident memory", "B"),
+            ],
+            description="stdio servers only: CPU and resident memory of the server's process tree.",
+            fieldConfig={"defaults": {}, "overrides": [
+                {"matcher": {"id": "byName", "options": "resident memory"},
+                 "properties": [{"id": "unit", "value": "bytes"}, {"id": "custom.axisPlacement", "value": "right"}]},
+            ]},
+        ),
+    ]
+    variables = [
+        datasource_var(),
+        query_var("job", "Job", "label_values(mcpmon_build_info, job)", True),
+        query_var("server", "Server", 'label_values(mcpmon_server_up{job=~"$job"}, server)', False),
+    ]
+    return dashboard(
+        "mcpmon-server", "mcpmon / Server detail",
+        "One MCP server: latency, failures, health_check values, tool calls, progress, sessions, resources.",
+        variables, panels, ["mcpmon", "mcp"],
+    )
+
+
+def main():
+    for name, board in [("mcpmon-fleet.json", fleet()), ("mcpmon-server.json", server())]:
+        (HERE / name).write_text(json.dumps(board, indent=2, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,424 @@
+//! The shipped monitoring parts, proven against the real thing: the rules
+//! pass `promtool check` and `promtool test`, the compose file passes
+//! `docker compose config`, and a real Prometheus, running the shipped
+//! prometheus.yml and rules natively against a live mcpmon with one server
+//! killed, evaluates every rule without error, returns data for every panel
+//! query of every dashboard, and fires the unhealthy alert for the killed
+//! server and no other.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+fn tool(name: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            p.to_str()?
+                .split(':')
+                .map(|d| Path::new(d).join(name))
+                .find(|p| p.exists())
+        })
+        .unwrap_or_else(|| panic!("{name} not found: run .ci/setup"))
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("spawn");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{cmd:?} failed:\n{text}");
+    text
+}
+
+fn rule_files() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("alerts"))
+        .expect("alerts/")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 2, "{files:?}");
+    files
+}
+
+#[test]
+fn rules_pass_promtool_check_and_unit_tests() {
+    let out = run_ok(
+        Command::new(tool("promtool"))
+            .arg("check")
+            .arg("rules")
+            .args(rule_files()),
+    );
+    assert!(!out.to_lowercase().contains("warning"), "{out}");
+    let tests: Vec<PathBuf> = std::fs::read_dir(repo().join("alerts/tests"))
+        .expect("alerts/tests")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(!tests.is_empty());
+    let out = run_ok(
+        Command::new(tool("promtool"))
+            .args(["test", "rules"])
+            .args(&tests),
+    );
+    assert!(out.contains("SUCCESS"), "{out}");
+}
+
+#[test]
+fn every_alert_has_a_unit_test_and_a_runbook_entry() {
+    let rules: String = rule_files()
+        .iter()
+        .map(|f| std::fs::read_to_string(f).expect("read"))
+        .collect();
+    let tests: String = std::fs::read_dir(repo().join("alerts/tests"))
+        .expect("tests")
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).expect("read"))
+        .collect();
+    let runbook = std::fs::read_to_string(repo().join("docs/runbook.md")).expect("docs/runbook.md");
+    let alerts: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+        .collect();
+    assert!(alerts.len() >= 10, "{alerts:?}");
+    for a in alerts {
+        assert!(
+            tests.contains(&format!("alertname: {a}")),
+            "{a} has no promtool test"
+        );
+        let anchor = a.to_lowercase();
+        let linked = rules.contains(&format!("docs/runbook.md#{anchor}"))
+            || (a == "McpmonAbsent" && rules.contains("docs/runbook.md#mcpmondown"));
+        assert!(linked, "{a} does not link its runbook entry");
+    }
+    for line in rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("runbook_url: docs/runbook.md#"))
+    {
+        assert!(
+            runbook
+                .lines()
+                .any(|h| h.starts_with('#')
+                    && h.trim_start_matches('#').trim().to_lowercase() == line),
+            "docs/runbook.md has no heading for #{line}"
+        );
+    }
+}
+
+#[test]
+fn compose_file_is_valid() {
+    let out = Command::new(tool("docker"))
+        .args(["compose", "config", "--quiet"])
+        .current_dir(repo())
+        .output()
+        .expect("docker compose");
+    assert!(
+        out.status.success(),
+        "docker compose config:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The shipped prometheus.yml, pointed at this test's processes: the
+/// target, the rule files and a fast scrape; no Alertmanager.
+fn prometheus_config(target: &str) -> String {
+    let text =
+        std::fs::read_to_string(repo().join("deploy/prometheus/prometheus.yml")).expect("read");
+    let mut doc: yaml_serde::Value = yaml_serde::from_str(&text).expect("yaml");
+    doc["global"]["scrape_interval"] = "1s".into();
+    doc["global"]["evaluation_interval"] = "1s".into();
+    let rules: Vec<yaml_serde::Value> =
+        vec![repo().join("alerts/*.yml").display().to_string().into()];
+    doc["rule_files"] = rules.into();
+    if let yaml_serde::Value::Mapping(m) = &mut doc {
+        m.remove("alerting");
+    }
+    let jobs = doc["scrape_configs"]
+        .as_sequence_mut()
+        .expect("scrape_configs");
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0]["job_name"], "mcpmon");
+    let targets: Vec<yaml_serde::Value> = vec![target.into()];
+    jobs[0]["static_configs"][0]["targets"] = targets.into();
+    yaml_serde::to_string(&doc).expect("yaml")
+}
+
+struct Prometheus {
+    child: std::process::Child,
+    base: String,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Prometheus {
+    async fn start(target: &str) -> Prometheus {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(&config, prometheus_config(target)).expect("write");
+        run_ok(
+            Command::new(tool("promtool"))
+                .args(["check", "config"])
+                .arg(&config),
+        );
+        let port = free_port();
+        let child = Command::new(tool("prometheus"))
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn prometheus");
+        let p = Prometheus {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .expect("client"),
+            _dir: dir,
+        };
+        let start = Instant::now();
+        loop {
+            if let Ok(r) = p.http.get(format!("{}/-/ready", p.base)).send().await
+                && r.status() == 200
+            {
+                return p;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "prometheus not ready"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn api(&self, path: &str, query: &[(&str, &str)]) -> Value {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .query(query)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        let v: Value = r.json().await.expect("json");
+        assert_eq!(v["status"], "success", "{path} {query:?}: {v}");
+        v["data"].clone()
+    }
+
+    async fn query(&self, expr: &str) -> Vec<Value> {
+        self.api("/api/v1/query", &[("query", expr)]).await["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// Every panel query of a dashboard, with its template variables substituted.
+fn panel_queries(file: &str, server: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(repo().join("dashboards").join(file)).expect("dashboard");
+    let d: Value = serde_json::from_str(&text).expect("json");
+    assert!(
+        d["uid"].as_str().is_some_and(|u| !u.is_empty()),
+        "{file}: stable uid"
+    );
+    let vars: Vec<&str> = d["templating"]["list"]
+        .as_array()
+        .expect("templating")
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    assert!(
+        vars.contains(&"datasource") && vars.contains(&"server"),
+        "{file}: {vars:?}"
+    );
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().expect("panels") {
+        assert_eq!(
+            p["datasource"]["uid"], "${datasource}",
+            "{file}: {}",
+            p["title"]
+        );
+        for t in p["targets"].as_array().expect("targets") {
+            let expr = t["expr"].as_str().expect("expr");
+            if expr.contains("rate(") || expr.contains("increase(") || expr.contains("changes(") {
+                assert!(expr.contains("$__rate_interval"), "{file}: {expr}");
+            }
+            let e = expr
+                .replace("$__rate_interval", "15s")
+                .replace("$job", "mcpmon")
+                .replace("$server", server);
+            out.push((
+                format!("{file} / {}", p["title"].as_str().unwrap_or("?")),
+                e,
+            ));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_prometheus_evaluates_rules_fills_dashboards_and_fires_for_the_killed_server() {
+    let mut search = demo_http(&["--name", "search"], 0).await;
+    let yaml = format!(
+        r#"
+global:
+  ping_interval: 400ms
+  ping_timeout: 300ms
+  health_check_interval: 400ms
+  health_check_timeout: 2s
+  backoff_initial: 200ms
+  backoff_max: 1s
+  window: 5s
+fleet:
+  min_available_percentage: 50
+servers:
+  - id: billing
+    transport: stdio
+    command: {demo:?}
+    args: ["--name", "billing"]
+  - id: inventory
+    transport: stdio
+    command: {demo:?}
+    args: ["--name", "inventory", "--status", "degraded", "--era", "legacy"]
+  - id: reports
+    transport: stdio
+    command: {demo:?}
+    args: ["--name", "reports", "--era", "legacy", "--latency-ms", "350", "--crash-after-ms", "5000"]
+    tool_probes:
+      - {{tool: build_report, arguments: {{steps: 3, step_ms: 150}}, interval: 2s, request_timeout: 1s, max_request_timeout: 2s}}
+      - {{tool: sleep, arguments: {{ms: 5000}}, interval: 2s, request_timeout: 300ms, max_request_timeout: 2s}}
+  - id: search
+    transport: http
+    url: {url}
+"#,
+        demo = demo_server().display(),
+        url = search.url
+    );
+    let mon = Monitor::start(&yaml).await;
+    mon.wait_status("search", "healthy", Duration::from_secs(10))
+        .await;
+    search.kill().await;
+    mon.wait_status("search", "unhealthy", Duration::from_secs(5))
+        .await;
+    let prom = Prometheus::start(&mon.addr.to_string()).await;
+
+    // Data flows: every server's series scraped.
+    let start = Instant::now();
+    while prom.query("mcpmon_server_up").await.len() < 4 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no data from mcpmon"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Every panel query returns data (rates need a few scrapes, so retry
+    // each one for a bounded time).
+    let mut queries = panel_queries("mcpmon-fleet.json", ".*");
+    queries.extend(panel_queries("mcpmon-server.json", "reports"));
+    assert!(queries.len() >= 30, "{}", queries.len());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for (panel, expr) in &queries {
+        loop {
+            if !prom.query(expr).await.is_empty() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{panel}: no data for {expr}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    // The variables' own queries find values.
+    assert!(!prom.query("mcpmon_build_info").await.is_empty());
+
+    // Every alerting and recording rule evaluates without error.
+    let start = Instant::now();
+    loop {
+        let groups = prom.api("/api/v1/rules", &[]).await["groups"].clone();
+        let rules: Vec<Value> = groups
+            .as_array()
+            .expect("groups")
+            .iter()
+            .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+            .collect();
+        assert!(rules.len() >= 15, "{} rules loaded", rules.len());
+        for r in &rules {
+            assert_eq!(
+                r["lastError"].as_str().unwrap_or(""),
+                "",
+                "{}: {}",
+                r["name"],
+                r["lastError"]
+            );
+        }
+        if rules.iter().all(|r| r["health"] == "ok") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "rules not all evaluated ok: {rules:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    // McpServerUnhealthy fires (after its 1m `for`) for search and no other.
+    let start = Instant::now();
+    let firing = loop {
+        let alerts = prom.api("/api/v1/alerts", &[]).await["alerts"].clone();
+        let unhealthy: Vec<&Value> = alerts
+            .as_array()
+            .expect("alerts")
+            .iter()
+            .filter(|a| a["labels"]["alertname"] == "McpServerUnhealthy")
+            .collect();
+        let firing: BTreeSet<String> = unhealthy
+            .iter()
+            .filter(|a| a["state"] == "firing")
+            .filter_map(|a| a["labels"]["server"].as_str().map(str::to_owned))
+            .collect();
+        if !firing.is_empty() {
+            break firing;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(100),
+            "McpServerUnhealthy never fired: {unhealthy:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    assert_eq!(firing, BTreeSet::from(["search".to_owned()]));
+    let alerts = prom.api("/api/v1/alerts", &[]).await["alerts"].clone();
+    let desc = alerts
+        .as_array()
+        .expect("alerts")
+        .iter()
+        .find(|a| a["labels"]["alertname"] == "McpServerUnhealthy" && a["state"] == "firing")
+        .map(|a| {
+            a["annotations"]["description"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .unwrap_or_default();
+    assert!(desc.contains("reason: unreachable"), "{desc}");
+    mon.stop().await;
+}
