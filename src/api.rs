@@ -25,6 +25,9 @@ pub struct ApiState {
     pub fleet: watch::Receiver<Arc<Snapshot>>,
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
+    /// Where `POST /-/reload` sends its request; `None` unless the
+    /// lifecycle API is enabled.
+    pub reload: Option<tokio::sync::mpsc::Sender<crate::ReloadRequest>>,
 }
 
 /// Largest request body accepted (there are no body-taking endpoints yet).
@@ -40,6 +43,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/health/servers/{id}", get(server))
         .route("/-/healthy", get(|| async { "mcpmon is healthy.\n" }))
         .route("/-/ready", get(ready))
+        .route("/-/reload", axum::routing::post(reload).put(reload))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(deadline))
         .with_state(state)
@@ -122,6 +126,38 @@ async fn server(AxState(st): AxState<ApiState>, Path(id): Path<String>) -> Respo
         State::Unhealthy | State::Unknown => StatusCode::SERVICE_UNAVAILABLE,
     };
     (code, axum::Json(body)).into_response()
+}
+
+async fn reload(AxState(st): AxState<ApiState>) -> Response {
+    let Some(tx) = st.reload else {
+        return (StatusCode::FORBIDDEN, "Lifecycle API is not enabled.\n").into_response();
+    };
+    let (reply, rx) = tokio::sync::oneshot::channel();
+    if tx
+        .send(crate::ReloadRequest { reply: Some(reply) })
+        .await
+        .is_err()
+    {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
+    }
+    match rx.await {
+        Ok(Ok(diff)) => (
+            StatusCode::OK,
+            axum::Json(json!({
+                "added": diff.added,
+                "removed": diff.removed,
+                "changed": diff.changed,
+                "kept": diff.kept,
+            })),
+        )
+            .into_response(),
+        Ok(Err(errors)) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("failed to reload config:\n{errors}\n"),
+        )
+            .into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response(),
+    }
 }
 
 async fn ready(AxState(st): AxState<ApiState>) -> Response {

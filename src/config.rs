@@ -322,6 +322,32 @@ pub struct ServerSpec {
     pub tool_probes: Vec<ToolProbe>,
 }
 
+impl ServerSpec {
+    /// Values that must never be published: header values, tokens, env
+    /// values, and the URL's query and password.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        match &self.transport {
+            TransportSpec::Stdio { env, .. } => {
+                out.extend(env.iter().map(|(_, v)| v.expose().to_owned()));
+            }
+            TransportSpec::Http {
+                url,
+                headers,
+                bearer_token,
+            } => {
+                out.extend(headers.iter().map(|(_, v)| v.expose().to_owned()));
+                out.extend(bearer_token.iter().map(|t| t.expose().to_owned()));
+                out.extend(url.query().map(str::to_owned));
+                out.extend(url.password().map(str::to_owned));
+            }
+        }
+        // Very short values would redact ordinary words; mcpmon never logs them itself.
+        out.retain(|s| s.len() >= 4);
+        out
+    }
+}
+
 /// A loaded, valid configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -333,6 +359,13 @@ pub struct Config {
     pub servers: Vec<ServerSpec>,
     /// Risky but valid settings, with positions.
     pub warnings: Vec<ConfigError>,
+}
+
+impl Config {
+    /// Every server's secrets.
+    pub fn secrets(&self) -> Vec<String> {
+        self.servers.iter().flat_map(ServerSpec::secrets).collect()
+    }
 }
 
 /// One problem in a config file, with its position.

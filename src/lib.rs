@@ -11,10 +11,12 @@
 //!
 //! - [`config`]: the fleet file, validated with file:line:column errors.
 //! - [`child`], [`session`]: transports and the MCP client session.
-//! - [`supervisor`]: the probe loop and reconnects, per server.
+//! - [`supervisor`]: the probe loop and reconnects, per server;
+//!   [`supervisors`]: the running set, and config reloads applied as a diff.
 //! - [`tracker`], [`verdict`], [`health_check`], [`procstat`]: evidence and the pure judgment.
 //! - [`fleet`], [`metrics`], [`api`]: fleet state and outputs.
 //! - [`probe`]: the one-shot `mcpmon probe` check.
+//! - [`redact`]: keeps configured secrets out of every log line.
 //!
 //! [`run`] is the single entry point shared by `main` and the tests.
 
@@ -26,25 +28,26 @@ pub mod health_check;
 pub mod metrics;
 pub mod probe;
 pub mod procstat;
+pub mod redact;
 pub mod session;
 pub mod supervisor;
+pub mod supervisors;
 pub mod tracker;
 pub mod verdict;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::fleet::Snapshot;
 use crate::metrics::Metrics;
-use crate::supervisor::{CLOSE_GRACE, Supervisor};
+use crate::supervisor::CLOSE_GRACE;
+use crate::supervisors::Supervisors;
 
 /// The build's source revision, when the build environment names it.
 pub const REVISION: &str = match option_env!("MCPMON_REVISION") {
@@ -80,6 +83,25 @@ pub fn http_client() -> Result<reqwest::Client, reqwest::Error> {
         .build()
 }
 
+/// A request to reload the configuration; the reply carries the errors of
+/// a rejected file.
+#[derive(Debug)]
+pub struct ReloadRequest {
+    /// Where the outcome goes, if anyone waits for it.
+    pub reply: Option<oneshot::Sender<Result<supervisors::Diff, String>>>,
+}
+
+/// How the service runs besides its config and listener.
+#[derive(Debug, Default)]
+pub struct Options {
+    /// Serve `POST /-/reload`.
+    pub enable_lifecycle: bool,
+    /// Re-read the config file when its content changes, checked this often.
+    pub auto_reload: Option<Duration>,
+    /// Other reload triggers (SIGHUP).
+    pub reload: Option<mpsc::Receiver<ReloadRequest>>,
+}
+
 /// Run mcpmon on `listener` until `shutdown` resolves, then close every
 /// session and return.
 pub async fn run(
@@ -87,13 +109,19 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
+    run_with(config, listener, shutdown, Options::default()).await
+}
+
+/// [`run`] with reload triggers and the lifecycle API.
+pub async fn run_with(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+    mut options: Options,
+) -> Result<(), RunError> {
     let metrics = Arc::new(Metrics::new(REVISION)?);
-    metrics.config_reload_ok.set(1.0);
-    metrics.config_reload_time.set(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64()),
-    );
+    mark_reload(&metrics, true);
+    redact::set_secrets(config.secrets());
     let http = http_client()?;
     let cancel = CancellationToken::new();
     let (fleet_tx, fleet_rx) = mpsc::channel(4096);
@@ -115,29 +143,24 @@ pub async fn run(
         metrics.clone(),
         cancel.child_token(),
     ));
-
-    let sup_cancel = cancel.child_token();
-    let mut supervisors: HashMap<String, JoinHandle<()>> = HashMap::new();
-    for spec in &config.servers {
-        let sup = Supervisor {
-            spec: spec.clone(),
-            http: http.clone(),
-            metrics: metrics.clone(),
-            fleet: fleet_tx.clone(),
-            cancel: sup_cancel.child_token(),
-        };
-        supervisors.insert(spec.id.clone(), tokio::spawn(sup.run()));
-    }
-    drop(fleet_tx);
+    let mut supervisors = Supervisors::new(
+        http,
+        metrics.clone(),
+        fleet_tx.clone(),
+        cancel.child_token(),
+    );
+    supervisors.apply(&config, SHUTDOWN_DEADLINE).await;
     tracing::info!(
         servers = config.servers.len(),
         config = %config.path.display(),
         "monitoring started"
     );
 
+    let (reload_tx, mut reload_rx) = mpsc::channel::<ReloadRequest>(8);
     let app = api::router(api::ApiState {
         fleet: snap_rx,
         metrics: metrics.clone(),
+        reload: options.enable_lifecycle.then(|| reload_tx.clone()),
     });
     let web_cancel = cancel.clone();
     let mut web = tokio::spawn(async move {
@@ -146,30 +169,54 @@ pub async fn run(
             .await
     });
 
-    tokio::select! {
-        _ = shutdown => tracing::info!("shutting down"),
-        r = &mut web => {
-            cancel.cancel();
-            return match r {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(RunError::Serve(e)),
-                Err(e) => Err(RunError::Serve(std::io::Error::other(e))),
-            };
+    let path = config.path.clone();
+    let mut current = config;
+    let mut seen_hash = file_hash(&path);
+    let mut auto = options.auto_reload.map(|every| {
+        let mut t = tokio::time::interval(every);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    });
+    let mut external = options.reload.take();
+    tokio::pin!(shutdown);
+    loop {
+        let request = tokio::select! {
+            _ = &mut shutdown => {
+                tracing::info!("shutting down");
+                break;
+            }
+            r = &mut web => {
+                cancel.cancel();
+                supervisors.stop_all(SHUTDOWN_DEADLINE).await;
+                return match r {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(RunError::Serve(e)),
+                    Err(e) => Err(RunError::Serve(std::io::Error::other(e))),
+                };
+            }
+            Some(req) = reload_rx.recv() => req,
+            Some(req) = async { external.as_mut()?.recv().await }, if external.is_some() => req,
+            _ = async { auto.as_mut()?.tick().await; Some(()) }, if auto.is_some() => {
+                let h = file_hash(&path);
+                if h == seen_hash {
+                    continue;
+                }
+                seen_hash = h;
+                tracing::info!(config = %path.display(), "config file changed");
+                ReloadRequest { reply: None }
+            }
+        };
+        let outcome = reload(&path, &mut current, &mut supervisors, &fleet_tx, &metrics).await;
+        seen_hash = file_hash(&path).or(seen_hash);
+        if let Some(reply) = request.reply {
+            let _ = reply.send(outcome);
         }
     }
 
     // Stop probing and close every session, within a deadline.
-    sup_cancel.cancel();
-    let deadline = tokio::time::Instant::now() + SHUTDOWN_DEADLINE.max(CLOSE_GRACE * 4);
-    for (id, handle) in &mut supervisors {
-        if tokio::time::timeout_at(deadline, &mut *handle)
-            .await
-            .is_err()
-        {
-            tracing::warn!(server = %id, "supervisor did not stop in time; aborting it");
-            handle.abort();
-        }
-    }
+    supervisors
+        .stop_all(SHUTDOWN_DEADLINE.max(CLOSE_GRACE * 4))
+        .await;
     cancel.cancel();
     let _ = fleet_task.await;
     if tokio::time::timeout(CLOSE_GRACE, web).await.is_err() {
@@ -177,4 +224,63 @@ pub async fn run(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Validate the file in full, then apply it as a diff; an invalid file
+/// changes nothing.
+async fn reload(
+    path: &std::path::Path,
+    current: &mut Config,
+    supervisors: &mut Supervisors,
+    fleet: &mpsc::Sender<fleet::FleetMsg>,
+    metrics: &Metrics,
+) -> Result<supervisors::Diff, String> {
+    match config::load(path) {
+        Err(errors) => {
+            mark_reload(metrics, false);
+            tracing::error!(config = %path.display(), errors = %errors, "reload rejected; the running configuration stays in force");
+            Err(errors.to_string())
+        }
+        Ok(new) => {
+            for w in &new.warnings {
+                tracing::warn!(warning = %w, "risky configuration");
+            }
+            redact::set_secrets(current.secrets().into_iter().chain(new.secrets()).collect());
+            let diff = supervisors.apply(&new, SHUTDOWN_DEADLINE).await;
+            if new.fleet != current.fleet {
+                let _ = fleet.send(fleet::FleetMsg::Policy(new.fleet.clone())).await;
+            }
+            redact::set_secrets(new.secrets());
+            *current = new;
+            mark_reload(metrics, true);
+            tracing::info!(
+                added = ?diff.added,
+                removed = ?diff.removed,
+                changed = ?diff.changed,
+                kept = diff.kept,
+                "configuration reloaded"
+            );
+            Ok(diff)
+        }
+    }
+}
+
+fn mark_reload(metrics: &Metrics, ok: bool) {
+    metrics.config_reload_ok.set(if ok { 1.0 } else { 0.0 });
+    if ok {
+        metrics.config_reload_time.set(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        );
+    }
+}
+
+/// A cheap fingerprint of the file's content (None if unreadable).
+fn file_hash(path: &std::path::Path) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let bytes = std::fs::read(path).ok()?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    Some(h.finish())
 }

@@ -22,6 +22,15 @@ struct Cli {
     /// Address for /metrics and /health.
     #[arg(long = "web.listen-address", default_value = "127.0.0.1:9850")]
     listen: String,
+    /// Serve POST /-/reload.
+    #[arg(long = "web.enable-lifecycle")]
+    enable_lifecycle: bool,
+    /// Reload the config when the file's content changes.
+    #[arg(long = "config.auto-reload")]
+    auto_reload: bool,
+    /// How often the file is checked under --config.auto-reload.
+    #[arg(long = "config.auto-reload-interval", default_value = "30s", value_parser = parse_duration)]
+    auto_reload_interval: std::time::Duration,
     /// Log format.
     #[arg(long = "log.format", value_enum, default_value_t = LogFormat::Text, global = true)]
     log_format: LogFormat,
@@ -172,7 +181,12 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                     .await
                     .with_context(|| format!("binding {}", cli.listen))?;
                 tracing::info!(address = %listener.local_addr()?, "listening");
-                mcpmon::run(cfg, listener, shutdown_signal()).await?;
+                let options = mcpmon::Options {
+                    enable_lifecycle: cli.enable_lifecycle,
+                    auto_reload: cli.auto_reload.then_some(cli.auto_reload_interval),
+                    reload: Some(sighup_reloads()?),
+                };
+                mcpmon::run_with(cfg, listener, shutdown_signal(), options).await?;
                 anyhow::Ok(())
             })?;
             Ok(ExitCode::SUCCESS)
@@ -277,6 +291,30 @@ fn print_report(r: &mcpmon::probe::ProbeReport) {
     }
 }
 
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// Each SIGHUP asks for a reload.
+fn sighup_reloads() -> anyhow::Result<tokio::sync::mpsc::Receiver<mcpmon::ReloadRequest>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            tracing::info!("SIGHUP received: reloading the configuration");
+            if tx
+                .send(mcpmon::ReloadRequest { reply: None })
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    Ok(rx)
+}
+
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (
@@ -299,9 +337,11 @@ fn init_logging(format: LogFormat, level: &str) {
         .and_then(|f| EnvFilter::try_new(f).ok())
         .or_else(|| EnvFilter::try_new(format!("{level},rmcp=warn")).ok())
         .unwrap_or_else(|| EnvFilter::new("info"));
+    // Every line passes the redactor: no configured secret reaches the log,
+    // whichever library wrote the line.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(mcpmon::redact::Redacting(std::io::stderr));
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

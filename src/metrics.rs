@@ -339,6 +339,73 @@ impl Metrics {
         self.state_changes.with_label_values(&[id]);
     }
 
+    /// Drop every series of a server that left the fleet (or restarts with
+    /// new settings). Label values are bounded enums plus the configured tool
+    /// names, so every possible series can be named.
+    pub fn forget(&self, id: &str, tools: &[String]) {
+        use crate::session::RequestError;
+        use crate::verdict::Reason;
+        let failure_labels = RequestError::LABELS.iter().copied().chain(["tool_error"]);
+        let reasons: Vec<&str> = Reason::ALL
+            .iter()
+            .map(|r| r.as_str())
+            .chain(["shutdown"])
+            .collect();
+        for s in State::ALL {
+            let _ = self.server_state.remove_label_values(&[id, s.as_str()]);
+        }
+        for probe in PROBES {
+            let _ = self.probes.remove_label_values(&[id, probe]);
+            let _ = self.probes_skipped.remove_label_values(&[id, probe]);
+            for label in failure_labels.clone() {
+                let _ = self.probe_failures.remove_label_values(&[id, probe, label]);
+            }
+        }
+        for reason in &reasons {
+            let _ = self.reconnects.remove_label_values(&[id, reason]);
+            let _ = self.session_closes.remove_label_values(&[id, reason]);
+            let _ = self.server_reason.remove_label_values(&[id, reason]);
+        }
+        for tool in tools {
+            let _ = self.tool_call_duration.remove_label_values(&[id, tool]);
+            for reason in ["request_timeout", "max_request_timeout"] {
+                let _ = self
+                    .tool_call_cancellations
+                    .remove_label_values(&[id, tool, reason]);
+            }
+        }
+        let _ = self.server_up.remove_label_values(&[id]);
+        let _ = self.state_changes.remove_label_values(&[id]);
+        let _ = self.ping_duration.remove_label_values(&[id]);
+        let _ = self.health_check_duration.remove_label_values(&[id]);
+        let _ = self.progress_interval.remove_label_values(&[id]);
+        let _ = self.last_check.remove_label_values(&[id]);
+        let _ = self.session_start.remove_label_values(&[id]);
+        let _ = self.tools.remove_label_values(&[id]);
+        let _ = self.health_check_present.remove_label_values(&[id]);
+        let _ = self.child_cpu.remove_label_values(&[id]);
+        let _ = self.child_rss.remove_label_values(&[id]);
+        if let Some(old) = self
+            .info_labels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+        {
+            let _ = self
+                .server_info
+                .remove_label_values(&[id, &old[0], &old[1], &old[2], &old[3]]);
+        }
+        self.set_health_fields(id, &[]);
+        self.health_fields
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        self.reasons
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+    }
+
     /// Publish a server's state on `_state` and `_up`.
     pub fn set_state(&self, id: &str, state: State) {
         for s in State::ALL {

@@ -83,6 +83,16 @@ pub enum RequestError {
 }
 
 impl RequestError {
+    /// Every value [`RequestError::label`] can return.
+    pub const LABELS: [&'static str; 6] = [
+        "timeout",
+        "closed",
+        "unreachable",
+        "transport",
+        "rpc_error",
+        "invalid_result",
+    ];
+
     /// True when the failure means the link itself is gone.
     pub fn is_transport_death(&self) -> bool {
         matches!(self, RequestError::Closed | RequestError::Unreachable(_))

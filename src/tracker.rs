@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
-use crate::config::{ServerSpec, TransportSpec};
+use crate::config::ServerSpec;
 use crate::health_check::HealthReport;
 use crate::session::{Era, ServerInfo};
 use crate::verdict::{
@@ -154,7 +154,7 @@ impl Tracker {
             cpu_exported: 0.0,
             reported: None,
             health_check_failed: false,
-            secrets: secrets_of(spec),
+            secrets: spec.secrets(),
             started: now,
         }
     }
@@ -467,30 +467,6 @@ impl Tracker {
         }
         out
     }
-}
-
-/// Values that must never be published: header values, tokens, env values,
-/// and the URL's query and credentials.
-fn secrets_of(spec: &ServerSpec) -> Vec<String> {
-    let mut out = Vec::new();
-    match &spec.transport {
-        TransportSpec::Stdio { env, .. } => {
-            out.extend(env.iter().map(|(_, v)| v.expose().to_owned()));
-        }
-        TransportSpec::Http {
-            url,
-            headers,
-            bearer_token,
-        } => {
-            out.extend(headers.iter().map(|(_, v)| v.expose().to_owned()));
-            out.extend(bearer_token.iter().map(|t| t.expose().to_owned()));
-            out.extend(url.query().map(str::to_owned));
-            out.extend(url.password().map(str::to_owned));
-        }
-    }
-    // Very short values would redact ordinary words; they are still never logged by us.
-    out.retain(|s| s.len() >= 4);
-    out
 }
 
 fn ms(d: Duration) -> f64 {

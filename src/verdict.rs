@@ -95,6 +95,25 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason.
+    pub const ALL: [Reason; 15] = [
+        Reason::Starting,
+        Reason::Ok,
+        Reason::Slow,
+        Reason::Errors,
+        Reason::Unresponsive,
+        Reason::Busy,
+        Reason::Stopped,
+        Reason::Stuck,
+        Reason::Exited,
+        Reason::Unreachable,
+        Reason::ConnectFailed,
+        Reason::HandshakeFailed,
+        Reason::HealthCheckDegraded,
+        Reason::HealthCheckUnhealthy,
+        Reason::HealthCheckFailed,
+    ];
+
     /// The snake_case name used in JSON and labels.
     pub fn as_str(self) -> &'static str {
         match self {
