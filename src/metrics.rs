@@ -73,6 +73,8 @@ pub struct Metrics {
     pub fleet_available: Gauge,
     /// `mcpmon_fleet_policy_min_available_ratio`
     pub fleet_min_available: Gauge,
+    /// `mcpmon_runtime_alive_tasks`
+    pub alive_tasks: prometheus::IntGauge,
     /// `mcpmon_config_last_reload_successful`
     pub config_reload_ok: Gauge,
     /// `mcpmon_config_last_reload_success_timestamp_seconds`
@@ -272,6 +274,10 @@ impl Metrics {
                 "fleet_policy_min_available_ratio",
                 "Least available share the fleet policy requires (0-1).",
             ))?,
+            alive_tasks: prometheus::IntGauge::with_opts(opts(
+                "runtime_alive_tasks",
+                "Tasks alive in mcpmon's async runtime (flat in a steady fleet).",
+            ))?,
             config_reload_ok: Gauge::with_opts(opts(
                 "config_last_reload_successful",
                 "Whether the last configuration load succeeded.",
@@ -319,7 +325,12 @@ impl Metrics {
         r.register(Box::new(m.health_check_present.clone()))?;
         r.register(Box::new(m.fleet_available.clone()))?;
         r.register(Box::new(m.fleet_min_available.clone()))?;
+        r.register(Box::new(m.alive_tasks.clone()))?;
         r.register(Box::new(m.config_reload_ok.clone()))?;
+        // process_* (memory, fds, CPU) of mcpmon itself, read from /proc at scrape time.
+        r.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
         r.register(Box::new(m.config_reload_time.clone()))?;
         for s in State::ALL {
             m.fleet_servers.with_label_values(&[s.as_str()]).set(0);
@@ -470,6 +481,10 @@ impl Metrics {
 
     /// Prometheus text exposition of everything.
     pub fn render(&self) -> String {
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            self.alive_tasks
+                .set(i64::try_from(rt.metrics().num_alive_tasks()).unwrap_or(i64::MAX));
+        }
         let mut buf = Vec::with_capacity(64 * 1024);
         // Encoding into a Vec cannot fail for the text format.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);

@@ -345,8 +345,39 @@ pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
     if e.silent_for >= t.stuck_after {
         return Judgement::definitive(State::Unhealthy, Reason::Stuck);
     }
-    let w = &e.window;
+    // Most specific evidence first: on equal severity the earlier reason
+    // stays, so "the server said so" beats "the window says so".
     let mut j = Judgement::new(State::Healthy, Reason::Ok);
+    if e.health_check_failed {
+        j = j.worst(Judgement::new(State::Unhealthy, Reason::HealthCheckFailed));
+    } else {
+        match e.reported {
+            Some(Reported::Degraded) => {
+                j = j.worst(Judgement::new(State::Degraded, Reason::HealthCheckDegraded));
+            }
+            Some(Reported::Unhealthy) => {
+                j = j.worst(Judgement::new(
+                    State::Unhealthy,
+                    Reason::HealthCheckUnhealthy,
+                ));
+            }
+            Some(Reported::Healthy) | None => {}
+        }
+    }
+    if e.liveness_late {
+        j = j.worst(Judgement::new(State::Degraded, late_reason(e)));
+    }
+    let w = &e.window;
+    if let Some(mean) = w.mean_latency {
+        let state = if mean < t.healthy_max_latency {
+            State::Healthy
+        } else if mean < t.degraded_max_latency {
+            State::Degraded
+        } else {
+            State::Unhealthy
+        };
+        j = j.worst(Judgement::new(state, Reason::Slow));
+    }
     if w.samples > 0 {
         let ratio = |n: u32| f64::from(n) / f64::from(w.samples);
         let all = ratio(w.errors + w.timeouts);
@@ -367,35 +398,6 @@ pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
             late_reason(e)
         };
         j = j.worst(Judgement::new(state, reason));
-    }
-    if let Some(mean) = w.mean_latency {
-        let state = if mean < t.healthy_max_latency {
-            State::Healthy
-        } else if mean < t.degraded_max_latency {
-            State::Degraded
-        } else {
-            State::Unhealthy
-        };
-        j = j.worst(Judgement::new(state, Reason::Slow));
-    }
-    if e.liveness_late {
-        j = j.worst(Judgement::new(State::Degraded, late_reason(e)));
-    }
-    if e.health_check_failed {
-        j = j.worst(Judgement::new(State::Unhealthy, Reason::HealthCheckFailed));
-    } else {
-        match e.reported {
-            Some(Reported::Degraded) => {
-                j = j.worst(Judgement::new(State::Degraded, Reason::HealthCheckDegraded));
-            }
-            Some(Reported::Unhealthy) => {
-                j = j.worst(Judgement::new(
-                    State::Unhealthy,
-                    Reason::HealthCheckUnhealthy,
-                ));
-            }
-            Some(Reported::Healthy) | None => {}
-        }
     }
     j
 }
@@ -676,6 +678,24 @@ mod tests {
         e.window.mean_latency = Some(Duration::from_secs(2));
         e.reported = Some(Reported::Degraded);
         assert_eq!(judged(e), (State::Unhealthy, Reason::Slow, false));
+    }
+
+    #[test]
+    fn the_servers_own_word_names_the_reason_on_equal_severity() {
+        let mut e = healthy_evidence();
+        e.window.errors = 20;
+        e.health_check_failed = true;
+        assert_eq!(
+            judged(e),
+            (State::Unhealthy, Reason::HealthCheckFailed, false)
+        );
+        let mut e = healthy_evidence();
+        e.window.errors = 2;
+        e.reported = Some(Reported::Degraded);
+        assert_eq!(
+            judged(e),
+            (State::Degraded, Reason::HealthCheckDegraded, false)
+        );
     }
 
     #[test]

@@ -1,0 +1,720 @@
+//! Fault injection through the real binary. Each case breaks one server in a
+//! specific way and asserts the verdict and reason, how long detection and
+//! recovery took, that a healthy bystander server never noticed, and that
+//! nothing leaked: mcpmon's open file descriptors, child processes and
+//! resident memory are back near their baseline.
+//!
+//! The misbehaving peers are `tests/hostile/hostile.py` (stdlib Python) and
+//! a real haproxy; see that file for the modes.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+const GLOBAL: &str = r#"
+global:
+  ping_interval: 400ms
+  ping_timeout: 300ms
+  connect_timeout: 1500ms
+  health_check_interval: 400ms
+  health_check_timeout: 1s
+  backoff_initial: 200ms
+  backoff_max: 1s
+  window: 2s
+  stuck_after: 3s
+"#;
+
+fn hostile() -> String {
+    repo()
+        .join("tests/hostile/hostile.py")
+        .display()
+        .to_string()
+}
+
+fn bystander() -> String {
+    format!(
+        "  - id: bystander\n    transport: stdio\n    command: {:?}\n    args: [\"--name\", \"bystander\"]\n",
+        demo_server().display()
+    )
+}
+
+fn stdio_cmd(id: &str, command: &str, args: &[&str], marker: &str) -> String {
+    let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "  - id: {id}\n    transport: stdio\n    command: {command:?}\n    args: [{}]\n    env: {{MCPMON_TEST_MARKER: {marker:?}}}\n",
+        args.join(", ")
+    )
+}
+
+fn http(id: &str, url: &str) -> String {
+    format!("  - id: {id}\n    transport: http\n    url: {url}\n")
+}
+
+/// What mcpmon holds: descriptors, direct children, resident memory.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    fds: usize,
+    children: usize,
+    rss_kib: u64,
+}
+
+fn held(pid: i32) -> Held {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let rss_kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0);
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .map(|_| ())
+        .ok()
+        .map_or(0, |_| count_children(pid));
+    Held {
+        fds,
+        children,
+        rss_kib,
+    }
+}
+
+fn count_children(pid: i32) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .map(|c| c.split_whitespace().count())
+        .sum()
+}
+
+/// Nothing leaked: poll (bounded) until the holdings are back near baseline.
+async fn assert_no_leak(mon: &Binary, base: Held, rss_slack_kib: u64) {
+    let start = Instant::now();
+    loop {
+        let now = held(mon.pid());
+        if now.fds <= base.fds + 4
+            && now.children <= base.children
+            && now.rss_kib <= base.rss_kib + rss_slack_kib
+        {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "leak: baseline {base:?}, now {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Start mcpmon with the bystander and `servers`; wait for the bystander.
+async fn start(servers: &[String]) -> (tempfile::TempDir, Binary) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("fleet.yaml");
+    std::fs::write(
+        &cfg,
+        format!("{GLOBAL}servers:\n{}{}", bystander(), servers.concat()),
+    )
+    .expect("write");
+    let mon = Binary::start(&cfg, &[]).await;
+    mon.wait_status("bystander", "healthy", Duration::from_secs(10))
+        .await;
+    (dir, mon)
+}
+
+/// The bystander stayed healthy throughout and its pings stayed fast.
+async fn assert_bystander_untouched(mon: &Binary) {
+    let (_, v) = mon.server("bystander").await;
+    assert_eq!(v["status"], "healthy", "bystander: {v}");
+    let changes: Vec<&Value> = v["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["kind"] == "state_changed")
+        .collect();
+    assert_eq!(changes.len(), 1, "bystander changed state: {changes:?}");
+    let (_, m) = mon.get("/metrics").await;
+    let slow = metric(
+        &m,
+        r#"mcpmon_ping_duration_seconds_bucket{server="bystander",le="0.1"}"#,
+    )
+    .unwrap_or(0.0);
+    let all = metric(
+        &m,
+        r#"mcpmon_ping_duration_seconds_count{server="bystander"}"#,
+    )
+    .unwrap_or(0.0);
+    assert!(
+        all >= 1.0 && slow == all,
+        "bystander pings slowed: {slow} of {all} under 100ms"
+    );
+}
+
+/// Poll until `id` reads `status` (and `reason`, if given).
+async fn wait_for(
+    mon: &Binary,
+    id: &str,
+    status: &str,
+    reason: Option<&str>,
+    within: Duration,
+) -> (Value, Duration) {
+    let start = Instant::now();
+    let mut last = Value::Null;
+    while start.elapsed() < within {
+        let (_, v) = mon.server(id).await;
+        if v["status"] == status && reason.is_none_or(|r| v["reason"] == r) {
+            return (v, start.elapsed());
+        }
+        last = v;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{id} not {status}/{reason:?} within {within:?}: {last}");
+}
+
+fn sum_metric(m: &str, name: &str, server: &str) -> f64 {
+    m.lines()
+        .filter(|l| l.starts_with(name) && l.contains(&format!("server=\"{server}\"")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_process_then_restarted() {
+    let mark = marker("fk");
+    let (_d, mon) = start(&[stdio_cmd(
+        "victim",
+        &demo_server().display().to_string(),
+        &[],
+        &mark,
+    )])
+    .await;
+    mon.wait_status("victim", "healthy", Duration::from_secs(10))
+        .await;
+    let base = held(mon.pid());
+    kill(
+        &wait_pids(&mark, Duration::from_secs(5)).await,
+        libc::SIGKILL,
+    );
+    let (_, detect) = wait_for(
+        &mon,
+        "victim",
+        "unhealthy",
+        Some("exited"),
+        Duration::from_secs(2),
+    )
+    .await;
+    let (_, recover) = wait_for(&mon, "victim", "healthy", None, Duration::from_secs(5)).await;
+    eprintln!("killed: detected in {detect:?}, recovered in {recover:?}");
+    assert_bystander_untouched(&mon).await;
+    assert_no_leak(&mon, base, 8 * 1024).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exits_at_startup_in_a_loop_with_backoff_and_no_tight_loop() {
+    let (_d, mon) = start(&[stdio_cmd(
+        "crashy",
+        "/bin/sh",
+        &["-c", "exit 3"],
+        &marker("fc"),
+    )])
+    .await;
+    let (v, detect) = wait_for(&mon, "crashy", "unhealthy", None, Duration::from_secs(5)).await;
+    assert!(
+        matches!(v["reason"].as_str(), Some("exited" | "handshake_failed")),
+        "{v}"
+    );
+    let base = held(mon.pid());
+    let (_, m) = mon.get("/metrics").await;
+    let before = sum_metric(&m, "mcpmon_reconnects_total", "crashy");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let (_, m) = mon.get("/metrics").await;
+    let attempts = sum_metric(&m, "mcpmon_reconnects_total", "crashy") - before;
+    // Backoff 200 ms doubling to 1 s (jitter up to 2x, capped): 4 s hold at
+    // most 8 attempts; a tight loop would make hundreds.
+    assert!(
+        (2.0..=8.0).contains(&attempts),
+        "{attempts} attempts in 4 s"
+    );
+    eprintln!("crash loop: detected in {detect:?}, {attempts} attempts in 4 s");
+    assert_bystander_untouched(&mon).await;
+    assert_no_leak(&mon, base, 8 * 1024).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_answers_initialize() {
+    let mark = marker("fh");
+    let (_d, mon) = start(&[stdio_cmd(
+        "mute",
+        &demo_server().display().to_string(),
+        &["--hang"],
+        &mark,
+    )])
+    .await;
+    let (v, detect) = wait_for(
+        &mon,
+        "mute",
+        "unhealthy",
+        Some("handshake_failed"),
+        Duration::from_secs(6),
+    )
+    .await;
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no handshake within"),
+        "{v}"
+    );
+    let base = held(mon.pid());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Each attempt's process is shut down: at most the current one lives.
+    assert!(
+        pids_with_marker(&mark).len() <= 1,
+        "{:?}",
+        pids_with_marker(&mark)
+    );
+    eprintln!("never initializes: detected in {detect:?}");
+    assert_bystander_untouched(&mon).await;
+    assert_no_leak(
+        &mon,
+        Held {
+            children: base.children.max(2),
+            ..base
+        },
+        8 * 1024,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_on_stdout() {
+    let (_d, mon) = start(&[stdio_cmd(
+        "garbage",
+        "python3",
+        &[&hostile(), "stdio", "garbage"],
+        &marker("fg"),
+    )])
+    .await;
+    let (_, detect) = wait_for(
+        &mon,
+        "garbage",
+        "unhealthy",
+        Some("handshake_failed"),
+        Duration::from_secs(6),
+    )
+    .await;
+    let base = held(mon.pid());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    eprintln!("garbage: detected in {detect:?}");
+    assert_bystander_untouched(&mon).await;
+    assert_no_leak(
+        &mon,
+        Held {
+            children: base.children.max(2),
+            ..base
+        },
+        8 * 1024,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_between_answers_and_a_stderr_flood_are_survived() {
+    let (_d, mon) = start(&[stdio_cmd(
+        "noisy",
+        "python3",
+        &[&hostile(), "stdio", "noisy"],
+        &marker("fn"),
+    )])
+    .await;
+    let (v, _) = wait_for(&mon, "noisy", "healthy", None, Duration::from_secs(6)).await;
+    assert_eq!(v["sessions"], 1, "{v}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (_, v) = mon.server("noisy").await;
+    assert_eq!(v["status"], "healthy", "{v}");
+    // stderr lines (10 kB each, one per request) are truncated and rate-limited.
+    let logs = mon.log_text();
+    let stderr_lines = logs
+        .lines()
+        .filter(|l| l.contains("mcpmon::stderr") && l.contains("\"noisy\""))
+        .count();
+    assert!(logs.contains("(truncated)"), "long stderr lines truncated");
+    assert!(stderr_lines >= 10, "{stderr_lines}");
+    assert_bystander_untouched(&mon).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_response_is_dropped_and_memory_stays_bounded() {
+    let (_d, mon) = start(&[stdio_cmd(
+        "huge",
+        "python3",
+        &[&hostile(), "stdio", "huge"],
+        &marker("fo"),
+    )])
+    .await;
+    let base = held(mon.pid());
+    // Every 16 MiB ping answer is discarded unread past 4 MiB: late, then stuck, then restarted.
+    let (_, detect) = wait_for(&mon, "huge", "degraded", None, Duration::from_secs(6)).await;
+    let (v, _) = wait_for(
+        &mon,
+        "huge",
+        "unhealthy",
+        Some("stuck"),
+        Duration::from_secs(8),
+    )
+    .await;
+    eprintln!("oversized: degraded in {detect:?}; {v}");
+    assert_bystander_untouched(&mon).await;
+    // A few 16 MiB lines went by; mcpmon never held one.
+    assert_no_leak(
+        &mon,
+        Held {
+            children: base.children.max(2),
+            ..base
+        },
+        12 * 1024,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_health_check_result_and_a_churning_tools_list() {
+    let (_d, mon) = start(&[
+        stdio_cmd(
+            "badhealth",
+            "python3",
+            &[&hostile(), "stdio", "bad-health"],
+            &marker("fb"),
+        ),
+        stdio_cmd(
+            "churn",
+            "python3",
+            &[&hostile(), "stdio", "tool-churn"],
+            &marker("ft"),
+        ),
+    ])
+    .await;
+    let (v, detect) = wait_for(
+        &mon,
+        "badhealth",
+        "unhealthy",
+        Some("health_check_failed"),
+        Duration::from_secs(6),
+    )
+    .await;
+    assert_eq!(v["health_check"]["failed"], true, "{v}");
+    let (v, _) = wait_for(&mon, "churn", "healthy", None, Duration::from_secs(6)).await;
+    assert_eq!(v["tools"], 1024, "tools are capped: {v}");
+    eprintln!("malformed health_check: detected in {detect:?}");
+    assert_bystander_untouched(&mon).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickling_server_only_slows_its_own_verdict() {
+    let (_d, mon) = start(&[stdio_cmd(
+        "slowloris",
+        "python3",
+        &[&hostile(), "stdio", "trickle"],
+        &marker("fs"),
+    )])
+    .await;
+    let (v, detect) = wait_for(
+        &mon,
+        "slowloris",
+        "degraded",
+        Some("unresponsive"),
+        Duration::from_secs(6),
+    )
+    .await;
+    let (_, stuck) = wait_for(
+        &mon,
+        "slowloris",
+        "unhealthy",
+        Some("stuck"),
+        Duration::from_secs(8),
+    )
+    .await;
+    eprintln!(
+        "trickle: degraded in {detect:?}, stuck after {stuck:?} more; {}",
+        v["detail"]
+    );
+    assert_bystander_untouched(&mon).await;
+}
+
+/// The HTTP fault proxy in front of a real demo server, switched by a file.
+struct FaultProxy {
+    _upstream: Spawned,
+    proxy: Spawned,
+    mode: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl FaultProxy {
+    async fn start(upstream_args: &[&str]) -> FaultProxy {
+        let mut args = vec!["--name", "behind-proxy"];
+        args.extend_from_slice(upstream_args);
+        let upstream = demo_http(&args, 0).await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mode = dir.path().join("mode");
+        std::fs::write(&mode, "pass").expect("write");
+        let port = free_port();
+        let proxy = third_party_http(
+            Path::new("python3"),
+            &[
+                &hostile(),
+                "proxy",
+                &upstream.url,
+                &port.to_string(),
+                mode.to_str().expect("utf-8"),
+            ],
+            &[],
+            port,
+        )
+        .await;
+        FaultProxy {
+            _upstream: upstream,
+            proxy,
+            mode,
+            _dir: dir,
+        }
+    }
+
+    fn set(&self, mode: &str) {
+        std::fs::write(&self.mode, mode).expect("write mode");
+    }
+
+    fn initializes(&self) -> usize {
+        std::fs::read_to_string(self.mode.with_extension("initializes"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_500_502_503_from_an_intermediary() {
+    let fp = FaultProxy::start(&[]).await;
+    let (_d, mon) = start(&[http("proxied", &fp.proxy.url)]).await;
+    mon.wait_status("proxied", "healthy", Duration::from_secs(10))
+        .await;
+    let base = held(mon.pid());
+    for code in ["500", "502", "503"] {
+        fp.set(code);
+        let (v, detect) =
+            wait_for(&mon, "proxied", "unhealthy", None, Duration::from_secs(6)).await;
+        assert!(
+            v["detail"].as_str().unwrap_or("").contains(code),
+            "{code}: {v}"
+        );
+        fp.set("pass");
+        let (_, recover) =
+            wait_for(&mon, "proxied", "healthy", None, Duration::from_secs(10)).await;
+        eprintln!("HTTP {code}: detected in {detect:?}, recovered in {recover:?}");
+    }
+    assert_bystander_untouched(&mon).await;
+    assert_no_leak(&mon, base, 8 * 1024).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_session_is_reinitialized_without_a_reconnect() {
+    // Sessions (and so their expiry) exist in the legacy era only.
+    let fp = FaultProxy::start(&["--era", "legacy"]).await;
+    let (_d, mon) = start(&[http("expiring", &fp.proxy.url)]).await;
+    mon.wait_status("expiring", "healthy", Duration::from_secs(10))
+        .await;
+    let first = fp.initializes();
+    fp.set("expire");
+    let start = Instant::now();
+    while fp.initializes() <= first {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "no re-initialize after a 404"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    fp.set("pass");
+    let (v, _) = wait_for(&mon, "expiring", "healthy", None, Duration::from_secs(8)).await;
+    assert_eq!(
+        v["sessions"], 1,
+        "re-initialized inside the same mcpmon session: {v}"
+    );
+    assert_bystander_untouched(&mon).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_and_gigantic_bodies_are_refused_with_memory_bounded() {
+    let fp = FaultProxy::start(&[]).await;
+    let (_d, mon) = start(&[http("bouncy", &fp.proxy.url)]).await;
+    mon.wait_status("bouncy", "healthy", Duration::from_secs(10))
+        .await;
+    let base = held(mon.pid());
+    fp.set("redirect");
+    let (v, _) = wait_for(&mon, "bouncy", "unhealthy", None, Duration::from_secs(6)).await;
+    assert!(v["detail"].as_str().unwrap_or("").contains("307"), "{v}");
+    fp.set("huge");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (_, v) = mon.server("bouncy").await;
+    assert_eq!(v["status"], "unhealthy", "{v}");
+    fp.set("pass");
+    wait_for(&mon, "bouncy", "healthy", None, Duration::from_secs(10)).await;
+    assert_bystander_untouched(&mon).await;
+    // 64 MiB bodies were offered; mcpmon stops reading at 4 MiB.
+    assert_no_leak(&mon, base, 16 * 1024).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_refused_and_restarted_on_the_same_url() {
+    let mut server = demo_http(&["--name", "r1"], 0).await;
+    let port = server.port;
+    let (_d, mon) = start(&[http("restarts", &server.url)]).await;
+    mon.wait_status("restarts", "healthy", Duration::from_secs(10))
+        .await;
+    let base = held(mon.pid());
+    server.kill().await;
+    let (_, detect) = wait_for(
+        &mon,
+        "restarts",
+        "unhealthy",
+        Some("unreachable"),
+        Duration::from_secs(2),
+    )
+    .await;
+    let _again = demo_http(&["--name", "r2"], port).await;
+    let (v, recover) = wait_for(&mon, "restarts", "healthy", None, Duration::from_secs(5)).await;
+    assert_eq!(v["server_name"], "demo-r2");
+    eprintln!("refused: detected in {detect:?}, recovered in {recover:?}");
+    assert_bystander_untouched(&mon).await;
+    assert_no_leak(&mon, base, 8 * 1024).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unresolvable_name_and_untrusted_certificate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let port = free_port();
+    let _tls = third_party_http(
+        Path::new("python3"),
+        &[
+            &hostile(),
+            "tls",
+            cert.to_str().expect("utf-8"),
+            key.to_str().expect("utf-8"),
+            &port.to_string(),
+        ],
+        &[],
+        port,
+    )
+    .await;
+    let (_d, mon) = start(&[
+        http("nxdomain", "http://mcpmon-no-such-host.invalid/mcp"),
+        http("selfsigned", &format!("https://127.0.0.1:{port}/mcp")),
+    ])
+    .await;
+    let (v, _) = wait_for(
+        &mon,
+        "nxdomain",
+        "unhealthy",
+        Some("unreachable"),
+        Duration::from_secs(6),
+    )
+    .await;
+    assert!(v["detail"].as_str().unwrap_or("").contains("dns"), "{v}");
+    let (v, _) = wait_for(
+        &mon,
+        "selfsigned",
+        "unhealthy",
+        Some("connect_failed"),
+        Duration::from_secs(6),
+    )
+    .await;
+    let detail = v["detail"].as_str().unwrap_or("").to_lowercase();
+    assert!(detail.contains("certificate"), "{v}");
+    assert_bystander_untouched(&mon).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_stream_cut_by_a_real_proxy_does_not_break_the_session() {
+    let upstream = demo_http(&["--name", "behind-haproxy"], 0).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let cfg = dir.path().join("haproxy.cfg");
+    // A proxy with a 1 s idle timeout: the session's quiet server-to-client
+    // stream is cut over and over, as in seed 003.
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n  maxconn 256\ndefaults\n  mode http\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\n\
+             frontend fe\n  bind 127.0.0.1:{port}\n  default_backend be\nbackend be\n  server s1 127.0.0.1:{}\n",
+            upstream.port
+        ),
+    )
+    .expect("write");
+    let haproxy = which_or_panic("haproxy");
+    let _proxy = third_party_http(
+        &haproxy,
+        &["-f", cfg.to_str().expect("utf-8"), "-db"],
+        &[],
+        port,
+    )
+    .await;
+    let (_d, mon) = start(&[http("cut", &format!("http://127.0.0.1:{port}/mcp"))]).await;
+    mon.wait_status("cut", "healthy", Duration::from_secs(10))
+        .await;
+    let base = held(mon.pid());
+    // Several idle cuts later the session is the same and never left healthy.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (_, v) = mon.server("cut").await;
+    assert_eq!(v["status"], "healthy", "{v}");
+    assert_eq!(v["sessions"], 1, "{v}");
+    let changes = v["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["kind"] == "state_changed")
+        .count();
+    assert_eq!(changes, 1, "{v}");
+    assert_bystander_untouched(&mon).await;
+    assert_no_leak(&mon, base, 8 * 1024).await;
+}
+
+fn which_or_panic(name: &str) -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            p.to_str()?
+                .split(':')
+                .map(|d| Path::new(d).join(name))
+                .find(|p| p.exists())
+        })
+        .unwrap_or_else(|| panic!("{name} not found: run .ci/setup"))
+}
