@@ -143,6 +143,7 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                 .into_iter()
                 .next()
                 .context("no server to probe")?;
+            mcpmon::redact::set_secrets(spec.secrets());
             let call = match call {
                 Some(tool) => {
                     let serde_json::Value::Object(a) =

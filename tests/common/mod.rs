@@ -373,8 +373,13 @@ pub struct Binary {
 
 impl Binary {
     pub async fn start(config: &Path, extra: &[&str]) -> Binary {
+        Self::start_with_env(config, extra, &[]).await
+    }
+
+    pub async fn start_with_env(config: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Binary {
         use std::io::BufRead;
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpmon"))
+            .envs(envs.iter().copied())
             .arg("--config.file")
             .arg(config)
             .args([

@@ -1,0 +1,99 @@
+//! A known secret planted in every place the config can hold one (header
+//! value, bearer token, stdio env value, URL query, URL password) must not
+//! appear in any output: `/health/*`, `/metrics`, the logs (even when a
+//! server prints it to its stderr, or an error quotes the URL), error
+//! messages, or `check-config`.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const SECRET: &str = "s3cr3t-Planted-7f9c";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_secret_appears_in_no_output() {
+    let live = demo_http(&["--name", "live"], 0).await;
+    let dead_port = free_port();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("fleet.yaml");
+    let demo = demo_server().display().to_string();
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"{FAST_GLOBAL}servers:
+  - id: headers
+    transport: http
+    url: {live_url}
+    headers: {{X-Api-Key: "${{PLANTED}}", Authorization-Extra: "Bearer ${{PLANTED}}"}}
+    bearer_token_env: PLANTED
+  - id: query
+    transport: http
+    url: "http://127.0.0.1:{dead_port}/mcp?token=${{PLANTED}}"
+  - id: userinfo
+    transport: http
+    url: "http://admin:${{PLANTED}}@127.0.0.1:{dead_port}/mcp"
+  - id: env
+    transport: stdio
+    command: /bin/sh
+    args: ["-c", "echo \"starting with password $DB_PASSWORD\" >&2; exec {demo} --name env"]
+    env: {{DB_PASSWORD: "${{PLANTED}}"}}
+"#,
+            live_url = live.url,
+        ),
+    )
+    .expect("write");
+
+    // check-config names problems, never values.
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpmon"))
+        .args(["check-config"])
+        .arg(&cfg)
+        .env("PLANTED", SECRET)
+        .output()
+        .expect("check-config");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains(SECRET), "check-config: {text}");
+
+    // The variable is given to the child only: setting it in this process
+    // would race with other tests' threads.
+    let mon = Binary::start_with_env(&cfg, &[], &[("PLANTED", SECRET)]).await;
+    mon.wait_status("headers", "healthy", Duration::from_secs(10)).await;
+    mon.wait_status("env", "healthy", Duration::from_secs(10)).await;
+    for id in ["query", "userinfo"] {
+        mon.wait_status(id, "unhealthy", Duration::from_secs(10)).await;
+    }
+    // Let errors repeat (reconnect attempts log their error text).
+    let start = Instant::now();
+    while !mon.log_text().contains("starting with password") {
+        assert!(start.elapsed() < Duration::from_secs(10), "the server's stderr line never logged");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let mut outputs = vec![("/health/fleet".to_owned(), mon.get("/health/fleet").await.1)];
+    for id in ["headers", "query", "userinfo", "env"] {
+        let path = format!("/health/servers/{id}");
+        outputs.push((path.clone(), mon.get(&path).await.1));
+    }
+    outputs.push(("/metrics".to_owned(), mon.get("/metrics").await.1));
+    outputs.push(("logs".to_owned(), mon.log_text()));
+    for (name, text) in &outputs {
+        assert!(!text.contains(SECRET), "{name} leaks the secret:\n{text}");
+    }
+    // The redaction is visible, so the test did see the places it checks.
+    let logs = mon.log_text();
+    assert!(logs.contains("starting with password <redacted>"), "{logs}");
+    let (_, query) = mon.get("/health/servers/query").await;
+    assert!(query.contains("token=<redacted>") || !query.contains("token="), "{query}");
+
+    // `probe` prints errors that quote the URL.
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpmon"))
+        .args(["probe", "--output", "json", &format!("http://127.0.0.1:{dead_port}/mcp?token={SECRET}")])
+        .output()
+        .expect("probe");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!text.contains(SECRET), "probe: {text}");
+}
