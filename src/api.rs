@@ -46,7 +46,22 @@ pub fn router(state: ApiState) -> Router {
         .route("/-/reload", axum::routing::post(reload).put(reload))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(deadline))
+        .layer(axum::middleware::from_fn(limit_body))
         .with_state(state)
+}
+
+/// Refuse a declared body over the limit before anything reads it (no
+/// endpoint takes a body; the limit keeps it that way).
+async fn limit_body(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY) {
+        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    }
+    next.run(req).await
 }
 
 async fn deadline(req: axum::extract::Request, next: axum::middleware::Next) -> Response {

@@ -14,7 +14,7 @@
 //! - [`supervisor`]: the probe loop and reconnects, per server;
 //!   [`supervisors`]: the running set, and config reloads applied as a diff.
 //! - [`tracker`], [`verdict`], [`health_check`], [`procstat`]: evidence and the pure judgment.
-//! - [`fleet`], [`metrics`], [`api`]: fleet state and outputs.
+//! - [`fleet`], [`metrics`], [`api`], [`web`]: fleet state and outputs.
 //! - [`probe`]: the one-shot `mcpmon probe` check.
 //! - [`redact`]: keeps configured secrets out of every log line.
 //!
@@ -34,6 +34,7 @@ pub mod supervisor;
 pub mod supervisors;
 pub mod tracker;
 pub mod verdict;
+pub mod web;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -92,7 +93,7 @@ pub struct ReloadRequest {
 }
 
 /// How the service runs besides its config and listener.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Options {
     /// Serve `POST /-/reload`.
     pub enable_lifecycle: bool,
@@ -100,6 +101,8 @@ pub struct Options {
     pub auto_reload: Option<Duration>,
     /// Other reload triggers (SIGHUP).
     pub reload: Option<mpsc::Receiver<ReloadRequest>>,
+    /// TLS and basic auth for mcpmon's own endpoints.
+    pub web: web::Web,
 }
 
 /// Run mcpmon on `listener` until `shutdown` resolves, then close every
@@ -162,12 +165,10 @@ pub async fn run_with(
         metrics: metrics.clone(),
         reload: options.enable_lifecycle.then(|| reload_tx.clone()),
     });
+    let app = options.web.protect(app);
     let web_cancel = cancel.clone();
-    let mut web = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { web_cancel.cancelled().await })
-            .await
-    });
+    let server = options.web.clone();
+    let mut web = tokio::spawn(async move { server.serve(listener, app, web_cancel).await });
 
     let path = config.path.clone();
     let mut current = config;

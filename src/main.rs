@@ -22,6 +22,9 @@ struct Cli {
     /// Address for /metrics and /health.
     #[arg(long = "web.listen-address", default_value = "127.0.0.1:9850")]
     listen: String,
+    /// TLS and basic auth for mcpmon's endpoints (Prometheus web config format).
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    web_config: Option<PathBuf>,
     /// Serve POST /-/reload.
     #[arg(long = "web.enable-lifecycle")]
     enable_lifecycle: bool,
@@ -174,6 +177,10 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                 .config_file
                 .context("--config.file is required (or use a subcommand; see --help)")?;
             let cfg = config::load(&file).map_err(|e| anyhow::anyhow!("invalid config:\n{e}"))?;
+            let web = match &cli.web_config {
+                Some(path) => mcpmon::web::Web::load(path)?,
+                None => mcpmon::web::Web::default(),
+            };
             for w in &cfg.warnings {
                 tracing::warn!(warning = %w, "risky configuration");
             }
@@ -181,8 +188,9 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                 let listener = tokio::net::TcpListener::bind(&cli.listen)
                     .await
                     .with_context(|| format!("binding {}", cli.listen))?;
-                tracing::info!(address = %listener.local_addr()?, "listening");
+                tracing::info!(address = %listener.local_addr()?, tls = web.tls(), "listening");
                 let options = mcpmon::Options {
+                    web,
                     enable_lifecycle: cli.enable_lifecycle,
                     auto_reload: cli.auto_reload.then_some(cli.auto_reload_interval),
                     reload: Some(sighup_reloads()?),

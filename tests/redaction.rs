@@ -53,22 +53,32 @@ async fn a_planted_secret_appears_in_no_output() {
         .env("PLANTED", SECRET)
         .output()
         .expect("check-config");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "{text}");
     assert!(!text.contains(SECRET), "check-config: {text}");
 
     // The variable is given to the child only: setting it in this process
     // would race with other tests' threads.
     let mon = Binary::start_with_env(&cfg, &[], &[("PLANTED", SECRET)]).await;
-    mon.wait_status("headers", "healthy", Duration::from_secs(10)).await;
-    mon.wait_status("env", "healthy", Duration::from_secs(10)).await;
+    mon.wait_status("headers", "healthy", Duration::from_secs(10))
+        .await;
+    mon.wait_status("env", "healthy", Duration::from_secs(10))
+        .await;
     for id in ["query", "userinfo"] {
-        mon.wait_status(id, "unhealthy", Duration::from_secs(10)).await;
+        mon.wait_status(id, "unhealthy", Duration::from_secs(10))
+            .await;
     }
     // Let errors repeat (reconnect attempts log their error text).
     let start = Instant::now();
     while !mon.log_text().contains("starting with password") {
-        assert!(start.elapsed() < Duration::from_secs(10), "the server's stderr line never logged");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the server's stderr line never logged"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -87,13 +97,25 @@ async fn a_planted_secret_appears_in_no_output() {
     let logs = mon.log_text();
     assert!(logs.contains("starting with password <redacted>"), "{logs}");
     let (_, query) = mon.get("/health/servers/query").await;
-    assert!(query.contains("token=<redacted>") || !query.contains("token="), "{query}");
+    assert!(
+        query.contains("token=<redacted>") || !query.contains("token="),
+        "{query}"
+    );
 
     // `probe` prints errors that quote the URL.
     let out = Command::new(env!("CARGO_BIN_EXE_mcpmon"))
-        .args(["probe", "--output", "json", &format!("http://127.0.0.1:{dead_port}/mcp?token={SECRET}")])
+        .args([
+            "probe",
+            "--output",
+            "json",
+            &format!("http://127.0.0.1:{dead_port}/mcp?token={SECRET}"),
+        ])
         .output()
         .expect("probe");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!text.contains(SECRET), "probe: {text}");
 }

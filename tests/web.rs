@@ -1,0 +1,181 @@
+//! mcpmon's own endpoints, safe by default: TLS and basic auth from
+//! `--web.config.file` (the format Prometheus exporters use), slow clients
+//! cut off, request bodies bounded, and a bad web config refused at start.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn fleet(dir: &std::path::Path) -> std::path::PathBuf {
+    let cfg = dir.join("fleet.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{FAST_GLOBAL}servers:\n  - id: one\n    transport: stdio\n    command: {:?}\n",
+            demo_server().display()
+        ),
+    )
+    .expect("write");
+    cfg
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_and_basic_auth_from_a_web_config_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let out = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-addext", "extendedKeyUsage=serverAuth"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hash = bcrypt::hash("correct horse", 4).expect("bcrypt");
+    let web = dir.path().join("web.yml");
+    std::fs::write(
+        &web,
+        format!("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\nbasic_auth_users:\n  prometheus: {hash:?}\n"),
+    )
+    .expect("write");
+    let mut mon = Binary::start(
+        &fleet(dir.path()),
+        &["--web.config.file", web.to_str().expect("utf-8")],
+    )
+    .await;
+
+    let client = reqwest::Client::builder()
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(&std::fs::read(&cert).expect("cert")).expect("pem"),
+        )
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let url = format!("https://{}/metrics", mon.addr);
+    let r = client.get(&url).send().await.expect("https");
+    assert_eq!(r.status(), 401);
+    assert!(r.headers().get("www-authenticate").is_some());
+    let r = client
+        .get(&url)
+        .basic_auth("prometheus", Some("wrong"))
+        .send()
+        .await
+        .expect("https");
+    assert_eq!(r.status(), 401);
+    let r = client
+        .get(&url)
+        .basic_auth("nobody", Some("correct horse"))
+        .send()
+        .await
+        .expect("https");
+    assert_eq!(r.status(), 401);
+    let r = client
+        .get(&url)
+        .basic_auth("prometheus", Some("correct horse"))
+        .send()
+        .await
+        .expect("https");
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.expect("body").contains("mcpmon_build_info"));
+    // Plain HTTP on the TLS port gets nothing useful.
+    let plain = reqwest::Client::new()
+        .get(format!("http://{}/metrics", mon.addr))
+        .send()
+        .await;
+    assert!(plain.is_err() || plain.is_ok_and(|r| r.status() != 200));
+    mon.signal(libc::SIGTERM);
+    assert!(mon.wait_exit(Duration::from_secs(15)).success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_off_and_bodies_are_bounded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mon = Binary::start(&fleet(dir.path()), &["--web.enable-lifecycle"]).await;
+    // Slowloris: headers that never finish. The connection is closed at the
+    // header deadline (5 s) while other clients are served.
+    let mut slow = std::net::TcpStream::connect(&mon.addr).expect("connect");
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        .expect("write");
+    slow.set_read_timeout(Some(Duration::from_secs(12)))
+        .expect("timeout");
+    let start = Instant::now();
+    assert_eq!(
+        mon.get("/-/healthy").await.0,
+        200,
+        "others are served meanwhile"
+    );
+    let mut buf = [0u8; 256];
+    let n = slow.read(&mut buf).unwrap_or(0);
+    let waited = start.elapsed();
+    assert!(
+        waited < Duration::from_secs(9),
+        "slow client held {waited:?}"
+    );
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(n == 0 || text.contains("408"), "{text}");
+
+    // A large body is refused before it is read in full.
+    let big = vec![b'x'; 1024 * 1024];
+    let r = mon
+        .http
+        .post(format!("http://{}/-/reload", mon.addr))
+        .body(big)
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 413);
+}
+
+#[test]
+fn a_bad_web_config_is_refused_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let web = dir.path().join("web.yml");
+    std::fs::write(&web, "basic_auth_users:\n  alice: plaintext\n").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpmon"))
+        .args(["--config.file"])
+        .arg(fleet(dir.path()))
+        .args(["--web.listen-address", "127.0.0.1:0", "--web.config.file"])
+        .arg(&web)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("must be a bcrypt hash"), "{err}");
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: nope.pem\n  key_file: nope.key\n",
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpmon"))
+        .args(["--config.file"])
+        .arg(fleet(dir.path()))
+        .args(["--web.listen-address", "127.0.0.1:0", "--web.config.file"])
+        .arg(&web)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nope.pem"), "{err}");
+}
