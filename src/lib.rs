@@ -24,6 +24,7 @@ pub mod api;
 pub mod child;
 pub mod config;
 pub mod fleet;
+pub mod fuzzing;
 pub mod health_check;
 pub mod metrics;
 pub mod probe;
