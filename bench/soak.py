@@ -174,13 +174,16 @@ def main():
             print(f"{t:.0f}\t{s['rss_mib']:.1f}\t{s['fds']:.0f}\t{s['tasks']:.0f}\t{s['threads']}\t{s['cpu_s']:.1f}\t"
                   f"{s['healthy']}\t{s['degraded']}\t{s['unhealthy']}\t{s['unknown']}", flush=True)
         counted = [(t, s) for t, s in samples if t >= args.warmup]
-        print("\n# after warm-up: first, last, max, least-squares slope per hour")
+        half = [(t, s) for t, s in samples if t >= total / 2]
+        print("\n# after warm-up: first, last, min, max, least-squares slope per hour (whole run after warm-up; second half)")
         for key in ("rss_mib", "fds", "tasks", "threads"):
             pts = [(t, s[key]) for t, s in counted]
             if not pts:
                 continue
             vals = [v for _, v in pts]
-            print(f"{key}\tfirst {vals[0]:.1f}\tlast {vals[-1]:.1f}\tmax {max(vals):.1f}\tslope/h {slope_per_hour(pts):+.2f}")
+            late = [(t, s[key]) for t, s in half]
+            print(f"{key}\tfirst {vals[0]:.1f}\tlast {vals[-1]:.1f}\tmin {min(vals):.1f}\tmax {max(vals):.1f}"
+                  f"\tslope/h {slope_per_hour(pts):+.2f}\tsecond-half slope/h {slope_per_hour(late):+.2f}")
         if len(samples) >= 2:
             (t0, s0), (t1, s1) = samples[0], samples[-1]
             print(f"cpu\t{100 * (s1['cpu_s'] - s0['cpu_s']) / (t1 - t0):.2f}% of one core")

@@ -33,7 +33,11 @@ pub fn health_check(data: &[u8]) {
     for is_error in [false, true] {
         let r = crate::health_check::interpret(structured.as_ref(), &[&text], is_error, 8);
         assert!(r.fields.len() <= 8);
-        assert!(r.fields.iter().all(|(k, v)| v.is_finite() && !k.is_empty() && k.len() <= 64));
+        assert!(
+            r.fields
+                .iter()
+                .all(|(k, v)| v.is_finite() && !k.is_empty() && k.len() <= 64)
+        );
         if is_error {
             assert_eq!(r.status, Some(crate::verdict::Reported::Unhealthy));
         }

@@ -156,18 +156,20 @@ pub struct OpenError {
 pub struct Activity {
     progress: AtomicU64,
     last_by_token: std::sync::Mutex<Vec<(String, Instant)>>,
-    /// Where intervals between progress notifications are recorded.
-    pub progress_interval: Option<prometheus::Histogram>,
+    /// Where intervals between progress notifications are recorded: the
+    /// vector and this server's label. The series is created on the first
+    /// interval, so servers that never send progress cost no series.
+    pub progress_interval: Option<(prometheus::HistogramVec, String)>,
 }
 
 /// Requests whose last progress time is remembered for interval measurement.
 const PROGRESS_TOKENS_KEPT: usize = 16;
 
 impl Activity {
-    /// Activity that records progress intervals into `histogram`.
-    pub fn with_histogram(histogram: prometheus::Histogram) -> Self {
+    /// Activity that records progress intervals into `histogram` under `server`.
+    pub fn with_histogram(histogram: prometheus::HistogramVec, server: &str) -> Self {
         Activity {
-            progress_interval: Some(histogram),
+            progress_interval: Some((histogram, server.to_owned())),
             ..Activity::default()
         }
     }
@@ -182,8 +184,9 @@ impl Activity {
         let now = Instant::now();
         let mut last = self.last_by_token.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(entry) = last.iter_mut().find(|(t, _)| *t == token) {
-            if let Some(h) = &self.progress_interval {
-                h.observe(now.duration_since(entry.1).as_secs_f64());
+            if let Some((h, server)) = &self.progress_interval {
+                h.with_label_values(&[server])
+                    .observe(now.duration_since(entry.1).as_secs_f64());
             }
             entry.1 = now;
         } else {

@@ -184,9 +184,8 @@ impl Supervisor {
     ) -> Result<Session, (Reason, String)> {
         let started = Instant::now();
         let activity = Arc::new(Activity::with_histogram(
-            self.metrics
-                .progress_interval
-                .with_label_values(&[&self.spec.id]),
+            self.metrics.progress_interval.clone(),
+            &self.spec.id,
         ));
         let session = Session::open(&self.spec, &self.http, hint, activity)
             .await

@@ -13,7 +13,10 @@ fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
         };
         for e in entries.flatten() {
             if e.path().is_file() {
-                out.push((e.path().display().to_string(), std::fs::read(e.path()).expect("read")));
+                out.push((
+                    e.path().display().to_string(),
+                    std::fs::read(e.path()).expect("read"),
+                ));
             }
         }
     }

@@ -255,8 +255,9 @@ async fn modern_era_servers_are_monitored_without_ping() {
                     metric(
                         &m,
                         &format!(r#"mcpmon_probes_total{{probe="ping",server="{id}"}}"#)
-                    ),
-                    Some(0.0),
+                    )
+                    .unwrap_or(0.0),
+                    0.0,
                     "{id} was pinged"
                 );
                 assert!(
@@ -280,8 +281,9 @@ async fn modern_era_servers_are_monitored_without_ping() {
                 metric(
                     &m,
                     r#"mcpmon_probes_total{probe="discover",server="legacy-stdio"}"#
-                ),
-                Some(0.0)
+                )
+                .unwrap_or(0.0),
+                0.0
             );
             break;
         }

@@ -133,8 +133,9 @@ async fn python_sdk_servers_in_both_eras_over_stdio() {
         metric(
             &m,
             r#"mcpmon_probes_total{probe="ping",server="py-modern"}"#
-        ),
-        Some(0.0)
+        )
+        .unwrap_or(0.0),
+        0.0
     );
     kill_and_recover(&mon, "py-modern", &modern).await;
     mon.stop().await;

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Benchmark runner: mcpmon against what users would write instead.
+
+Runs mcpmon and each peer client (bench/peers: TypeScript SDK, Python SDK,
+and a raw standard-library client as the floor) against the same fleet
+simulator (examples/fleet-sim.rs), alternating, for several repetitions. It
+prints the medians as a table of ratios. The workload is the same for
+everyone: open N sessions, ping each once per interval (spread evenly),
+with a timeout.
+
+    cargo build --release --bin mcpmon --example fleet-sim
+    python3 bench/run.py                 # full suite (tens of minutes)
+    python3 bench/run.py --smoke         # N=10, a few seconds (CI)
+
+Reported per client and scenario: client CPU microseconds per ping (over the
+ping phase only), peak resident KiB per session, and ping RTT p50/p99 as
+the client reports them. For mcpmon the RTT is the last liveness round trip
+of each server, from /health/fleet. The raw client's RTT is the floor.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import resource
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MCPMON = ROOT / "target/release/mcpmon"
+SIM = ROOT / "target/release/examples/fleet-sim"
+PEERS = ROOT / "bench/peers"
+NODE_MODULES = ROOT / "tests/node/node_modules"
+NODE = NODE_MODULES / ".bin/node"
+PY_SDK = ROOT / "tests/python/.venv-legacy/bin/python"
+
+# Peers that cannot hold this many sessions in reasonable time are skipped.
+LIMITS = {"ts": 1000, "py": 1000, "raw": 10000, "mcpmon": 10000}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def raise_fd_limit():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def start_sim():
+    p = subprocess.Popen([str(SIM), "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    line = p.stdout.readline().decode().strip()
+    if not line.startswith("listening on "):
+        p.kill()
+        raise RuntimeError(f"fleet-sim: {line!r}")
+    return p, line[len("listening on "):]
+
+
+def cpu_seconds(pid):
+    """CPU time of every thread of the process, in nanosecond resolution
+    (schedstat), where /proc/<pid>/stat only counts 10 ms ticks."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(open(f"/proc/{pid}/task/{tid}/schedstat").read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / 1e9
+
+
+def status_kib(pid, key):
+    return int(re.search(rf"{key}:\s+(\d+)", open(f"/proc/{pid}/status").read()).group(1))
+
+
+def get(addr, path, timeout=30):
+    with urllib.request.urlopen(f"http://{addr}{path}", timeout=timeout) as r:
+        return r.status, r.read().decode()
+
+
+def run_peer(name, mode, target, n, interval, duration):
+    if name == "ts":
+        cmd = [str(NODE), str(PEERS / "ts-peer.mjs")]
+    elif name == "py":
+        cmd = [str(PY_SDK), str(PEERS / "py-peer.py")]
+    else:
+        cmd = [sys.executable, str(PEERS / "raw-peer.py")]
+    cmd += [mode, target, str(n), str(interval), str(duration)]
+    env = dict(os.environ, MCPMON_NODE_MODULES=str(NODE_MODULES))
+    budget = duration + 60 + n * 0.05
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=budget, env=env)
+    lines = [l for l in out.stdout.splitlines() if l.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"{name} printed no result: {out.stderr[-2000:]}")
+    return json.loads(lines[-1])
+
+
+def run_mcpmon(mode, target, n, interval, duration):
+    tmp = tempfile.TemporaryDirectory()
+    cfg = pathlib.Path(tmp.name) / "fleet.yaml"
+    lines = [
+        "global:",
+        f"  ping_interval: {interval}s",
+        f"  ping_timeout: {min(5, interval)}s",
+        "  health_check_interval: 1h",
+        "  stuck_after: 10m",
+        "  connect_timeout: 60s",
+        "  protocol: 2025-11-25",
+        "servers:",
+    ]
+    for i in range(n):
+        if mode == "http":
+            lines += [f"  - id: s{i}", "    transport: http", f"    url: {target}/mcp/{i}"]
+        else:
+            lines += [f"  - id: s{i}", "    transport: stdio", f"    command: {target}", '    args: ["--stdio"]']
+    cfg.write_text("\n".join(lines) + "\n")
+    addr = f"127.0.0.1:{free_port()}"
+    p = subprocess.Popen([str(MCPMON), "--config.file", str(cfg), "--web.listen-address", addr, "--log.level", "error"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        started = time.time()
+        while True:
+            try:
+                if get(addr, "/-/ready", 5)[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.time() - started > 120:
+                raise RuntimeError("mcpmon not ready in 120 s")
+            time.sleep(0.1)
+        judged_s = time.time() - started
+        time.sleep(interval)  # one full round before measuring
+
+        def pings():
+            text = get(addr, "/metrics")[1]
+            return sum(float(v) for v in re.findall(r'^mcpmon_probes_total\{probe="ping",server="[^"]+"\} (\S+)$', text, re.M))
+
+        c0, p0 = cpu_seconds(p.pid), pings()
+        time.sleep(duration)
+        c1, p1 = cpu_seconds(p.pid), pings()
+        t0 = time.perf_counter()
+        _, metrics_text = get(addr, "/metrics")
+        metrics_ms = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        _, fleet_text = get(addr, "/health/fleet")
+        fleet_ms = (time.perf_counter() - t0) * 1000
+        rtts = sorted(s["response_time_ms"] * 1000 for s in json.loads(fleet_text)["servers"] if s.get("response_time_ms") is not None)
+        q = lambda x: rtts[min(len(rtts) - 1, int(x * len(rtts)))] if rtts else None
+        return {
+            "client": "mcpmon", "cpu_s": c1 - c0, "pings": p1 - p0, "failures": 0,
+            "peak_rss_kib": status_kib(p.pid, "VmHWM"), "rss_kib": status_kib(p.pid, "VmRSS"),
+            "p50_us": q(0.5), "p99_us": q(0.99), "judged_s": judged_s,
+            "metrics_ms": metrics_ms, "metrics_kib": len(metrics_text) / 1024,
+            "fleet_ms": fleet_ms, "fleet_kib": len(fleet_text) / 1024,
+            "core_share": (c1 - c0) / duration,
+        }
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+        tmp.cleanup()
+
+
+def one(client, mode, n, interval, duration):
+    sim = None
+    try:
+        if mode == "http":
+            sim, base = start_sim()
+            target = base
+        else:
+            target = str(SIM)
+        if client == "mcpmon":
+            return run_mcpmon(mode, target, n, interval, duration)
+        return run_peer(client, mode, target, n, interval, duration)
+    finally:
+        if sim:
+            sim.kill()
+            sim.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--smoke", action="store_true", help="N=10 HTTP and N=3 stdio, a few seconds, one repetition")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--duration", type=float, default=20)
+    ap.add_argument("--interval", type=float, default=1.0, help="seconds between pings of one session")
+    ap.add_argument("--http", default="100,1000,10000")
+    ap.add_argument("--stdio", default="20,200")
+    ap.add_argument("--clients", default="raw,mcpmon,ts,py")
+    ap.add_argument("--json", help="also write every result here")
+    args = ap.parse_args()
+    if args.smoke:
+        args.reps, args.duration, args.http, args.stdio = 1, 3, "10", "3"
+    for b in (MCPMON, SIM):
+        if not b.exists():
+            sys.exit(f"{b} missing: cargo build --release --bin mcpmon --example fleet-sim")
+    raise_fd_limit()
+    clients = args.clients.split(",")
+    scenarios = [("http", int(n)) for n in args.http.split(",") if n] + [("stdio", int(n)) for n in args.stdio.split(",") if n]
+    results = {}
+    for mode, n in scenarios:
+        # 10 000 sessions at one ping a second each would measure the simulator;
+        # keep about 1000 pings a second per scenario.
+        interval = max(args.interval, n / 1000)
+        for rep in range(args.reps):
+            order = clients[rep % len(clients):] + clients[:rep % len(clients)]
+            for client in order:
+                if n > LIMITS.get(client, 0):
+                    continue
+                try:
+                    r = one(client, mode, n, interval, args.duration)
+                except Exception as e:  # a peer that fails is reported, not fatal
+                    print(f"# {mode} N={n} {client}: {e}", file=sys.stderr)
+                    continue
+                r["interval_s"] = interval
+                results.setdefault((mode, n, client), []).append(r)
+                print(f"# {mode} N={n} rep {rep + 1} {client}: {json.dumps(r)}", file=sys.stderr, flush=True)
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps({f"{m}/{n}/{c}": v for (m, n, c), v in results.items()}, indent=1))
+    report(results, scenarios, clients)
+
+
+def med(rows, key):
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def report(results, scenarios, clients):
+    print("| scenario | client | CPU µs/ping | × mcpmon | KiB/session | RTT p50 µs | RTT p99 µs | pings |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    summary = []
+    for mode, n in scenarios:
+        mon = results.get((mode, n, "mcpmon"))
+        mon_cpu = None
+        if mon:
+            mon_cpu = med([{"v": 1e6 * r["cpu_s"] / max(r["pings"], 1)} for r in mon], "v")
+        raw = results.get((mode, n, "raw"))
+        for client in clients:
+            rows = results.get((mode, n, client))
+            if not rows:
+                print(f"| {mode} N={n} | {client} | – | – | – | – | – | not run |")
+                continue
+            cpu = med([{"v": 1e6 * r["cpu_s"] / max(r["pings"], 1)} for r in rows], "v")
+            kib = med([{"v": r["peak_rss_kib"] / n} for r in rows], "v")
+            ratio = f"{cpu / mon_cpu:.1f}" if mon_cpu and client != "mcpmon" else ("1" if client == "mcpmon" else "–")
+            p50, p99 = med(rows, "p50_us"), med(rows, "p99_us")
+            fmt = lambda v: f"{v:.0f}" if v is not None else "–"
+            print(f"| {mode} N={n} | {client} | {cpu:.1f} | {ratio} | {kib:.1f} | {fmt(p50)} | {fmt(p99)} | {med(rows, 'pings'):.0f} |")
+        if mon and raw:
+            d = med(mon, "p50_us") - med(raw, "p50_us")
+            summary.append(f"{mode} N={n}: mcpmon RTT p50 − raw RTT p50 = {d:+.0f} µs")
+        if mon:
+            m = mon
+            summary.append(
+                f"{mode} N={n}: mcpmon {100 * med(m, 'core_share'):.2f}% of one core at one ping per "
+                f"{m[0]['interval_s']:g} s per server; RSS {med(m, 'rss_kib') / 1024:.1f} MiB; "
+                f"/metrics {med(m, 'metrics_ms'):.1f} ms ({med(m, 'metrics_kib'):.0f} KiB); "
+                f"/health/fleet {med(m, 'fleet_ms'):.1f} ms ({med(m, 'fleet_kib'):.0f} KiB); "
+                f"all judged {med(m, 'judged_s'):.1f} s after start"
+            )
+    print()
+    for line in summary:
+        print(f"- {line}")
+
+
+if __name__ == "__main__":
+    main()
