@@ -94,10 +94,10 @@ fn stdio() {
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
-        if let Some(reply) = answer(&msg, false) {
-            if writeln!(out, "{reply}").and_then(|_| out.flush()).is_err() {
-                break;
-            }
+        if let Some(reply) = answer(&msg, false)
+            && writeln!(out, "{reply}").and_then(|_| out.flush()).is_err()
+        {
+            break;
         }
     }
 }
