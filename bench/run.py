@@ -31,11 +31,18 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MCPMON = ROOT / "target/release/mcpmon"
 SIM = ROOT / "target/release/examples/fleet-sim"
+
+
+def use_profile(profile):
+    global MCPMON, SIM
+    MCPMON = ROOT / f"target/{profile}/mcpmon"
+    SIM = ROOT / f"target/{profile}/examples/fleet-sim"
 PEERS = ROOT / "bench/peers"
 NODE_MODULES = ROOT / "tests/node/node_modules"
 NODE = NODE_MODULES / ".bin/node"
@@ -82,8 +89,12 @@ def status_kib(pid, key):
 
 
 def get(addr, path, timeout=30):
-    with urllib.request.urlopen(f"http://{addr}{path}", timeout=timeout) as r:
-        return r.status, r.read().decode()
+    """Status and body; a 503 from /health/fleet is an answer, not an error."""
+    try:
+        with urllib.request.urlopen(f"http://{addr}{path}", timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
 
 
 def run_peer(name, mode, target, n, interval, duration):
@@ -198,12 +209,14 @@ def main():
     ap.add_argument("--stdio", default="20,200")
     ap.add_argument("--clients", default="raw,mcpmon,ts,py")
     ap.add_argument("--json", help="also write every result here")
+    ap.add_argument("--profile", default="release", help="cargo profile whose binaries to run")
     args = ap.parse_args()
+    use_profile(args.profile)
     if args.smoke:
         args.reps, args.duration, args.http, args.stdio = 1, 3, "10", "3"
     for b in (MCPMON, SIM):
         if not b.exists():
-            sys.exit(f"{b} missing: cargo build --release --bin mcpmon --example fleet-sim")
+            sys.exit(f"{b} missing: cargo build --profile {'dev' if args.profile == 'debug' else args.profile} --bin mcpmon --example fleet-sim")
     raise_fd_limit()
     clients = args.clients.split(",")
     scenarios = [("http", int(n)) for n in args.http.split(",") if n] + [("stdio", int(n)) for n in args.stdio.split(",") if n]
@@ -228,6 +241,12 @@ def main():
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({f"{m}/{n}/{c}": v for (m, n, c), v in results.items()}, indent=1))
     report(results, scenarios, clients)
+    missing = [f"{m} N={n} {c}" for m, n in scenarios for c in clients
+               if n <= LIMITS.get(c, 0) and (m, n, c) not in results]
+    if missing:
+        print(f"# no result for: {', '.join(missing)}", file=sys.stderr)
+        if args.smoke:
+            sys.exit(1)
 
 
 def med(rows, key):
