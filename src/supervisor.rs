@@ -254,7 +254,13 @@ impl Supervisor {
             Era::Legacy => "ping",
             Era::Modern => "discover",
         };
-        let mut ping_tick = tokio::time::interval(s.ping_interval.0);
+        // The handshake was the first liveness answer; the first ping waits a
+        // per-server share of the interval, so a large fleet opened at once
+        // is not pinged in the same millisecond ever after.
+        let mut ping_tick = tokio::time::interval_at(
+            tokio::time::Instant::now() + stagger(&self.spec.id, s.ping_interval.0),
+            s.ping_interval.0,
+        );
         ping_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut hc_tick = tokio::time::interval(s.health_check_interval.0);
         hc_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -509,6 +515,15 @@ impl Supervisor {
             .send(FleetMsg::Update(Box::new(tracker.status().clone())))
             .await;
     }
+}
+
+/// A stable offset in `[0, period)` derived from the server id.
+fn stagger(id: &str, period: Duration) -> Duration {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    id.hash(&mut h);
+    let nanos = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX).max(1);
+    Duration::from_nanos(h.finish() % nanos)
 }
 
 fn unix_now() -> f64 {

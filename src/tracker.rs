@@ -3,6 +3,7 @@
 //! timeline. No I/O: the supervisor calls it with what happened and `now`.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
@@ -86,8 +87,9 @@ pub struct ServerStatus {
     pub tools: Option<usize>,
     /// The last health_check result.
     pub health_check: Option<HealthCheckStatus>,
-    /// Recent timeline, oldest first.
-    pub events: VecDeque<Event>,
+    /// Recent timeline, oldest first. Shared: publishing a status on every
+    /// probe copies a pointer, and only a new event copies the timeline.
+    pub events: Arc<VecDeque<Event>>,
 }
 
 /// Gathers evidence for one server.
@@ -133,7 +135,7 @@ impl Tracker {
                 consecutive_failures: 0,
                 tools: None,
                 health_check: None,
-                events: VecDeque::new(),
+                events: Arc::new(VecDeque::new()),
             },
             thresholds: Thresholds {
                 healthy_max_error_ratio: s.healthy_max_error_ratio,
@@ -446,10 +448,11 @@ impl Tracker {
     }
 
     fn push_event(&mut self, kind: &'static str, reason: Reason, detail: String) {
-        if self.status.events.len() == MAX_EVENTS {
-            self.status.events.pop_front();
+        let events = Arc::make_mut(&mut self.status.events);
+        if events.len() == MAX_EVENTS {
+            events.pop_front();
         }
-        self.status.events.push_back(Event {
+        events.push_back(Event {
             at: SystemTime::now(),
             kind,
             reason,
