@@ -96,6 +96,15 @@ fn count_children(pid: i32) -> usize {
         .sum()
 }
 
+/// The baseline while a server is being retried: one attempt's process may
+/// be alive at any moment.
+fn retrying(base: Held) -> Held {
+    Held {
+        children: base.children.max(2),
+        ..base
+    }
+}
+
 /// Nothing leaked: poll (bounded) until the holdings are back near baseline.
 async fn assert_no_leak(mon: &Binary, base: Held, rss_slack_kib: u64) {
     let start = Instant::now();
@@ -283,15 +292,7 @@ async fn never_answers_initialize() {
     );
     eprintln!("never initializes: detected in {detect:?}");
     assert_bystander_untouched(&mon).await;
-    assert_no_leak(
-        &mon,
-        Held {
-            children: base.children.max(2),
-            ..base
-        },
-        8 * 1024,
-    )
-    .await;
+    assert_no_leak(&mon, retrying(base), 8 * 1024).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -315,15 +316,7 @@ async fn garbage_on_stdout() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     eprintln!("garbage: detected in {detect:?}");
     assert_bystander_untouched(&mon).await;
-    assert_no_leak(
-        &mon,
-        Held {
-            children: base.children.max(2),
-            ..base
-        },
-        8 * 1024,
-    )
-    .await;
+    assert_no_leak(&mon, retrying(base), 8 * 1024).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -374,15 +367,7 @@ async fn oversized_response_is_dropped_and_memory_stays_bounded() {
     eprintln!("oversized: degraded in {detect:?}; {v}");
     assert_bystander_untouched(&mon).await;
     // A few 16 MiB lines went by; mcpmon never held one.
-    assert_no_leak(
-        &mon,
-        Held {
-            children: base.children.max(2),
-            ..base
-        },
-        12 * 1024,
-    )
-    .await;
+    assert_no_leak(&mon, retrying(base), 12 * 1024).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -680,7 +665,7 @@ async fn an_idle_stream_cut_by_a_real_proxy_does_not_break_the_session() {
         ),
     )
     .expect("write");
-    let haproxy = which_or_panic("haproxy");
+    let haproxy = which("haproxy");
     let _proxy = third_party_http(
         &haproxy,
         &["-f", cfg.to_str().expect("utf-8"), "-db"],
@@ -706,15 +691,4 @@ async fn an_idle_stream_cut_by_a_real_proxy_does_not_break_the_session() {
     assert_eq!(changes, 1, "{v}");
     assert_bystander_untouched(&mon).await;
     assert_no_leak(&mon, base, 8 * 1024).await;
-}
-
-fn which_or_panic(name: &str) -> std::path::PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            p.to_str()?
-                .split(':')
-                .map(|d| Path::new(d).join(name))
-                .find(|p| p.exists())
-        })
-        .unwrap_or_else(|| panic!("{name} not found: run .ci/setup"))
 }

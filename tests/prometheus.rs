@@ -9,23 +9,12 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
-
-fn tool(name: &str) -> PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            p.to_str()?
-                .split(':')
-                .map(|d| Path::new(d).join(name))
-                .find(|p| p.exists())
-        })
-        .unwrap_or_else(|| panic!("{name} not found: run .ci/setup"))
-}
 
 fn run_ok(cmd: &mut Command) -> String {
     let out = cmd.output().expect("spawn");
@@ -53,7 +42,7 @@ fn rule_files() -> Vec<PathBuf> {
 #[test]
 fn rules_pass_promtool_check_and_unit_tests() {
     let out = run_ok(
-        Command::new(tool("promtool"))
+        Command::new(which("promtool"))
             .arg("check")
             .arg("rules")
             .args(rule_files()),
@@ -66,7 +55,7 @@ fn rules_pass_promtool_check_and_unit_tests() {
         .collect();
     assert!(!tests.is_empty());
     let out = run_ok(
-        Command::new(tool("promtool"))
+        Command::new(which("promtool"))
             .args(["test", "rules"])
             .args(&tests),
     );
@@ -116,7 +105,7 @@ fn every_alert_has_a_unit_test_and_a_runbook_entry() {
 
 #[test]
 fn compose_file_is_valid() {
-    let out = Command::new(tool("docker"))
+    let out = Command::new(which("docker"))
         .args(["compose", "config", "--quiet"])
         .current_dir(repo())
         .output()
@@ -173,12 +162,12 @@ impl Prometheus {
         let config = dir.path().join("prometheus.yml");
         std::fs::write(&config, prometheus_config(target)).expect("write");
         run_ok(
-            Command::new(tool("promtool"))
+            Command::new(which("promtool"))
                 .args(["check", "config"])
                 .arg(&config),
         );
         let port = free_port();
-        let child = Command::new(tool("prometheus"))
+        let child = Command::new(which("prometheus"))
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(
                 "--storage.tsdb.path={}",

@@ -68,6 +68,18 @@ pub fn python_server() -> PathBuf {
     repo().join("tests/python/server.py")
 }
 
+/// A program on PATH; panics naming the setup step when it is missing.
+pub fn which(name: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            p.to_str()?
+                .split(':')
+                .map(|d| Path::new(d).join(name))
+                .find(|p| p.exists())
+        })
+        .unwrap_or_else(|| panic!("{name} not found: run .ci/setup"))
+}
+
 /// A unique marker to find a test's own processes by their environment.
 pub fn marker(name: &str) -> String {
     format!("{name}-{}-{}", std::process::id(), rand_suffix())
