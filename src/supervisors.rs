@@ -151,11 +151,4 @@ impl Supervisors {
         let ids: Vec<String> = self.running.keys().cloned().collect();
         self.stop(&ids, deadline).await;
     }
-
-    /// Ids of the running servers.
-    pub fn ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.running.keys().cloned().collect();
-        ids.sort();
-        ids
-    }
 }

@@ -111,7 +111,6 @@ pub struct Tracker {
     reported: Option<Reported>,
     health_check_failed: bool,
     secrets: Vec<String>,
-    started: Instant,
 }
 
 impl Tracker {
@@ -157,18 +156,12 @@ impl Tracker {
             reported: None,
             health_check_failed: false,
             secrets: spec.secrets(),
-            started: now,
         }
     }
 
     /// The status as published.
     pub fn status(&self) -> &ServerStatus {
         &self.status
-    }
-
-    /// When tracking started.
-    pub fn started(&self) -> Instant {
-        self.started
     }
 
     /// A session opened: clean window, the handshake counts as an answer.
