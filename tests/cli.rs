@@ -216,7 +216,7 @@ fn service_runs_from_the_command_line_and_stops_on_sigterm() {
 
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
-        let http = reqwest::Client::new();
+        let http = common::test_client();
         let start = Instant::now();
         loop {
             let r = http

@@ -68,6 +68,17 @@ pub fn python_server() -> PathBuf {
     repo().join("tests/python/server.py")
 }
 
+/// The tests' HTTP client. mcpmon closes keep-alive connections idle for
+/// its 5 s header deadline; dropping idle connections sooner on this side
+/// keeps a request from racing that close.
+pub fn test_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .pool_idle_timeout(Duration::from_secs(2))
+        .build()
+        .expect("client")
+}
+
 /// A program on PATH; panics naming the setup step when it is missing.
 pub fn which(name: &str) -> PathBuf {
     std::env::var_os("PATH")
@@ -116,10 +127,7 @@ impl Monitor {
         let task = tokio::spawn(mcpmon::run(config, listener, async move {
             let _ = rx.await;
         }));
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(5))
-            .build()
-            .expect("client");
+        let http = test_client();
         Monitor {
             addr,
             http,
@@ -433,10 +441,7 @@ impl Binary {
             child,
             addr,
             logs,
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(10))
-                .build()
-                .expect("client"),
+            http: test_client(),
         }
     }
 
