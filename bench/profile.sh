@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Instruction profile of mcpmon holding N HTTP sessions to the fleet
+# simulator, pinged every second, for a bounded time under callgrind.
+#   bench/profile.sh [N] [seconds]      (defaults: 100 sessions, 90 s)
+# Prints the top inclusive and self costs (callgrind_annotate).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n="${1:-100}"; secs="${2:-90}"
+cargo build --quiet --release --bin mcpmon --example fleet-sim
+tmp=$(mktemp -d)
+trap 'kill $sim 2>/dev/null || true; rm -rf "$tmp"' EXIT
+./target/release/examples/fleet-sim > "$tmp/sim.out" &
+sim=$!
+for _ in $(seq 1 50); do grep -q listening "$tmp/sim.out" 2>/dev/null && break; sleep 0.1; done
+base=$(sed 's/listening on //' "$tmp/sim.out")
+{
+  printf 'global:\n  ping_interval: 1s\n  ping_timeout: 1s\n  health_check_interval: 1h\n'
+  printf '  stuck_after: 10m\n  connect_timeout: 60s\n  protocol: 2025-11-25\nservers:\n'
+  for i in $(seq 0 $((n - 1))); do
+    printf '  - id: s%d\n    transport: http\n    url: %s/mcp/%d\n' "$i" "$base" "$i"
+  done
+} > "$tmp/fleet.yaml"
+timeout "$secs" valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" \
+  ./target/release/mcpmon --config.file "$tmp/fleet.yaml" --web.listen-address 127.0.0.1:0 \
+  --log.level error > /dev/null 2>&1 || true
+callgrind_annotate --inclusive=yes "$tmp/cg.out" | head -60
+callgrind_annotate --inclusive=no "$tmp/cg.out" | head -40
