@@ -583,30 +583,7 @@ async fn connection_refused_and_restarted_on_the_same_url() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unresolvable_name_and_untrusted_certificate() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    let out = std::process::Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-        ])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (cert, key) = self_signed_cert(dir.path(), false);
     let port = free_port();
     let _tls = third_party_http(
         Path::new("python3"),

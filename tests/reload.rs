@@ -17,6 +17,15 @@ fn stdio(id: &str, marker: &str) -> String {
     )
 }
 
+/// The demo server behind `sh -c '…; true'`: the shell forks, so the server
+/// is a grandchild of mcpmon.
+fn wrapped_in_forking_shell(marker: &str) -> String {
+    format!(
+        "  - id: wrapped\n    transport: stdio\n    command: /bin/sh\n    args: [\"-c\", \"{} --name wrapped; true\"]\n    env: {{MCPMON_TEST_MARKER: {marker:?}}}\n",
+        demo_server().display()
+    )
+}
+
 fn write(path: &Path, servers: &[String], extra_global: &str) {
     std::fs::write(
         path,
@@ -171,10 +180,7 @@ async fn sigterm_closes_every_session_within_a_bound_and_exits_zero() {
     let cfg = dir.path().join("fleet.yaml");
     let (m1, m2) = (marker("t1"), marker("t2"));
     // One plain server, one behind a shell wrapper that forks.
-    let wrapped = format!(
-        "  - id: wrapped\n    transport: stdio\n    command: /bin/sh\n    args: [\"-c\", \"{} --name wrapped; true\"]\n    env: {{MCPMON_TEST_MARKER: {m2:?}}}\n",
-        demo_server().display()
-    );
+    let wrapped = wrapped_in_forking_shell(&m2);
     write(&cfg, &[stdio("plain", &m1), wrapped], "");
     let mut mon = Binary::start(&cfg, &[]).await;
     for id in ["plain", "wrapped"] {
@@ -201,10 +207,7 @@ async fn sigkill_of_mcpmon_leaves_no_stdio_child() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("fleet.yaml");
     let (m1, m2) = (marker("k1"), marker("k2"));
-    let wrapped = format!(
-        "  - id: wrapped\n    transport: stdio\n    command: /bin/sh\n    args: [\"-c\", \"{} --name wrapped; true\"]\n    env: {{MCPMON_TEST_MARKER: {m2:?}}}\n",
-        demo_server().display()
-    );
+    let wrapped = wrapped_in_forking_shell(&m2);
     write(&cfg, &[stdio("plain", &m1), wrapped], "");
     let mut mon = Binary::start(&cfg, &[]).await;
     for id in ["plain", "wrapped"] {

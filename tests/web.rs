@@ -26,33 +26,7 @@ fn fleet(dir: &std::path::Path) -> std::path::PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_and_basic_auth_from_a_web_config_file() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    let out = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-        ])
-        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
-        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
-        .args(["-addext", "extendedKeyUsage=serverAuth"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (cert, _key) = self_signed_cert(dir.path(), true);
     let hash = bcrypt::hash("correct horse", 4).expect("bcrypt");
     let web = dir.path().join("web.yml");
     std::fs::write(
@@ -74,29 +48,19 @@ async fn tls_and_basic_auth_from_a_web_config_file() {
         .build()
         .expect("client");
     let url = format!("https://{}/metrics", mon.addr);
-    let r = client.get(&url).send().await.expect("https");
+    let fetch = |user: Option<(&'static str, &'static str)>| {
+        let mut req = client.get(&url);
+        if let Some((u, p)) = user {
+            req = req.basic_auth(u, Some(p));
+        }
+        async move { req.send().await.expect("https") }
+    };
+    let r = fetch(None).await;
     assert_eq!(r.status(), 401);
     assert!(r.headers().get("www-authenticate").is_some());
-    let r = client
-        .get(&url)
-        .basic_auth("prometheus", Some("wrong"))
-        .send()
-        .await
-        .expect("https");
-    assert_eq!(r.status(), 401);
-    let r = client
-        .get(&url)
-        .basic_auth("nobody", Some("correct horse"))
-        .send()
-        .await
-        .expect("https");
-    assert_eq!(r.status(), 401);
-    let r = client
-        .get(&url)
-        .basic_auth("prometheus", Some("correct horse"))
-        .send()
-        .await
-        .expect("https");
+    assert_eq!(fetch(Some(("prometheus", "wrong"))).await.status(), 401);
+    assert_eq!(fetch(Some(("nobody", "correct horse"))).await.status(), 401);
+    let r = fetch(Some(("prometheus", "correct horse"))).await;
     assert_eq!(r.status(), 200);
     assert!(r.text().await.expect("body").contains("mcpmon_build_info"));
     // Plain HTTP on the TLS port gets nothing useful.

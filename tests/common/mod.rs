@@ -79,6 +79,40 @@ pub fn test_client() -> reqwest::Client {
         .expect("client")
 }
 
+/// A self-signed server certificate for 127.0.0.1 in `dir`: (cert, key).
+/// `leaf` marks it as an end-entity certificate, so a client can trust it
+/// directly as its root.
+pub fn self_signed_cert(dir: &Path, leaf: bool) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let mut cmd = std::process::Command::new("openssl");
+    cmd.args([
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+    ])
+    .args([
+        "-subj",
+        "/CN=127.0.0.1",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+    ]);
+    if leaf {
+        cmd.args(["-addext", "basicConstraints=critical,CA:FALSE"])
+            .args(["-addext", "extendedKeyUsage=serverAuth"]);
+    }
+    let out = cmd
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (cert, key)
+}
+
 /// A program on PATH; panics naming the setup step when it is missing.
 pub fn which(name: &str) -> PathBuf {
     std::env::var_os("PATH")
@@ -450,22 +484,20 @@ impl Binary {
     }
 
     pub async fn get(&self, path: &str) -> (u16, String) {
-        let r = self
-            .http
-            .get(format!("http://{}{path}", self.addr))
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
-        (r.status().as_u16(), r.text().await.expect("body"))
+        self.request(reqwest::Method::GET, path).await
     }
 
     pub async fn post(&self, path: &str) -> (u16, String) {
+        self.request(reqwest::Method::POST, path).await
+    }
+
+    async fn request(&self, method: reqwest::Method, path: &str) -> (u16, String) {
         let r = self
             .http
-            .post(format!("http://{}{path}", self.addr))
+            .request(method.clone(), format!("http://{}{path}", self.addr))
             .send()
             .await
-            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
         (r.status().as_u16(), r.text().await.expect("body"))
     }
 
