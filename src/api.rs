@@ -124,7 +124,7 @@ async fn fleet(AxState(st): AxState<ApiState>) -> Response {
 
 async fn server(AxState(st): AxState<ApiState>, Path(id): Path<String>) -> Response {
     let snap = st.fleet.borrow().clone();
-    let Some(s) = snap.servers.get(&id) else {
+    let Some(s) = snap.servers.get(id.as_str()) else {
         return (
             StatusCode::NOT_FOUND,
             axum::Json(json!({"error": "no such server"})),
