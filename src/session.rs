@@ -156,20 +156,20 @@ pub struct OpenError {
 pub struct Activity {
     progress: AtomicU64,
     last_by_token: std::sync::Mutex<Vec<(String, Instant)>>,
-    /// Where intervals between progress notifications are recorded: the
-    /// vector and this server's label. The series is created on the first
-    /// interval, so servers that never send progress cost no series.
-    pub progress_interval: Option<(prometheus::HistogramVec, String)>,
+    /// Where intervals between progress notifications are recorded. The
+    /// series appears with the first interval, so servers that never send
+    /// progress cost no series.
+    pub series: Option<Arc<crate::metrics::ServerSeries>>,
 }
 
 /// Requests whose last progress time is remembered for interval measurement.
 const PROGRESS_TOKENS_KEPT: usize = 16;
 
 impl Activity {
-    /// Activity that records progress intervals into `histogram` under `server`.
-    pub fn with_histogram(histogram: prometheus::HistogramVec, server: &str) -> Self {
+    /// Activity that records progress intervals into a server's series.
+    pub fn with_series(series: Arc<crate::metrics::ServerSeries>) -> Self {
         Activity {
-            progress_interval: Some((histogram, server.to_owned())),
+            series: Some(series),
             ..Activity::default()
         }
     }
@@ -184,9 +184,8 @@ impl Activity {
         let now = Instant::now();
         let mut last = self.last_by_token.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(entry) = last.iter_mut().find(|(t, _)| *t == token) {
-            if let Some((h, server)) = &self.progress_interval {
-                h.with_label_values(&[server])
-                    .observe(now.duration_since(entry.1).as_secs_f64());
+            if let Some(series) = &self.series {
+                series.observe_progress_interval(now.duration_since(entry.1).as_secs_f64());
             }
             entry.1 = now;
         } else {

@@ -20,7 +20,7 @@ use tracing::{debug, info, warn};
 use crate::config::ServerSpec;
 use crate::fleet::FleetMsg;
 use crate::health_check::HealthReport;
-use crate::metrics::Metrics;
+use crate::metrics::ServerSeries;
 use crate::session::{Activity, Era, RequestError, Session, ToolCallError};
 use crate::tracker::Tracker;
 use crate::verdict::{Outcome, Reason, Transition};
@@ -92,8 +92,8 @@ pub struct Supervisor {
     pub spec: ServerSpec,
     /// Shared HTTP client (keep-alive pool).
     pub http: reqwest::Client,
-    /// Shared metrics.
-    pub metrics: Arc<Metrics>,
+    /// This server's series.
+    pub series: Arc<ServerSeries>,
     /// Where statuses go.
     pub fleet: mpsc::Sender<FleetMsg>,
     /// Fires on shutdown or when this server is removed.
@@ -113,16 +113,12 @@ impl Supervisor {
             .without_max_times();
         let mut delays = backoff.build();
         let mut tracker = Tracker::new(&self.spec, Instant::now());
-        self.metrics.add_server(&id);
         self.publish(&tracker).await;
         let mut last_failure: Option<Reason> = None;
         let mut era_hint: Option<Era> = None;
         loop {
             if let Some(reason) = last_failure {
-                self.metrics
-                    .reconnects
-                    .with_label_values(&[&id, reason.as_str()])
-                    .inc();
+                self.series.reconnected(reason.as_str());
             }
             let opened = tokio::select! {
                 _ = self.cancel.cancelled() => break,
@@ -144,10 +140,7 @@ impl Supervisor {
                         End::Shutdown => "shutdown",
                         End::Lost(reason, _) => reason.as_str(),
                     };
-                    self.metrics
-                        .session_closes
-                        .with_label_values(&[&id, close_reason])
-                        .inc();
+                    self.series.session_closed(close_reason);
                     match end {
                         End::Shutdown => break,
                         End::Lost(reason, detail) => {
@@ -183,10 +176,7 @@ impl Supervisor {
         hint: Option<Era>,
     ) -> Result<Session, (Reason, String)> {
         let started = Instant::now();
-        let activity = Arc::new(Activity::with_histogram(
-            self.metrics.progress_interval.clone(),
-            &self.spec.id,
-        ));
+        let activity = Arc::new(Activity::with_series(self.series.clone()));
         let session = Session::open(&self.spec, &self.http, hint, activity)
             .await
             .map_err(|e| (e.reason, e.to_string()))?;
@@ -203,22 +193,15 @@ impl Supervisor {
             }
         };
         let info = session.info.clone();
-        self.metrics.set_info(
-            &self.spec.id,
+        self.series.set_info(
             self.spec.transport.kind(),
             &info.protocol_version,
             &info.name,
             &info.version,
         );
-        self.metrics
-            .session_start
-            .with_label_values(&[&self.spec.id])
-            .set(unix_now());
+        self.series.set_session_start(unix_now());
         if let Some(t) = &tools {
-            self.metrics
-                .tools
-                .with_label_values(&[&self.spec.id])
-                .set(t.len() as i64);
+            self.series.set_tools(t.len());
         }
         info!(
             server = %self.spec.id,
@@ -238,10 +221,7 @@ impl Supervisor {
             t.session_opened(session.era, info, count, handshake, now)
         })
         .await;
-        self.metrics
-            .health_check_present
-            .with_label_values(&[&self.spec.id])
-            .set(i64::from(has_health));
+        self.series.set_health_check_present(has_health);
         let mut session = session;
         session.has_health_check = has_health;
         Ok(session)
@@ -283,12 +263,19 @@ impl Supervisor {
         loop {
             let late_at = ping.as_ref().filter(|p| !p.late).map(|p| p.late_at);
             let tool_due = tools.next_due();
+            // A remote server has no /proc to read, and progress or silence
+            // only matter while a request is outstanding: an idle HTTP
+            // server costs no wake-ups between pings.
+            let watching = session.child().is_some()
+                || ping.as_ref().is_some_and(|p| p.late)
+                || hc.is_some()
+                || !tools.calls.is_empty();
             tokio::select! {
                 _ = self.cancel.cancelled() => return End::Shutdown,
                 exit = &mut child_exit => {
                     return End::Lost(Reason::Exited, format!("process {exit}"));
                 }
-                _ = evidence_tick.tick() => {
+                _ = evidence_tick.tick(), if watching => {
                     let seen = session.activity.progress_count();
                     if seen != progress_seen {
                         progress_seen = seen;
@@ -296,7 +283,7 @@ impl Supervisor {
                     }
                     if let Some(t) = self.sample_process(session, tracker) {
                         self.transitioned(tracker, t);
-                        self.metrics.set_reason(id, tracker.status().reason.as_str());
+                        self.series.set_reason(tracker.status().reason.as_str());
                         self.publish(tracker).await;
                     }
                     if tracker.is_stuck(Instant::now()) {
@@ -308,12 +295,12 @@ impl Supervisor {
                         // Never pile pings up: the one in flight is still
                         // evidence, and one more interval without its answer
                         // is one more judgement.
-                        self.metrics.probes_skipped.with_label_values(&[id, live_kind]).inc();
+                        self.series.probe_skipped(live_kind);
                         self.record(tracker, |t, now| t.tick(now)).await;
                     } else if ping.is_some() {
-                        self.metrics.probes_skipped.with_label_values(&[id, live_kind]).inc();
+                        self.series.probe_skipped(live_kind);
                     } else {
-                        self.metrics.probes.with_label_values(&[id, live_kind]).inc();
+                        self.series.probe_sent(live_kind);
                         ping = Some(InFlight {
                             // The request itself may wait until the session would be judged stuck.
                             fut: Box::pin(session.liveness(s.stuck_after.0)),
@@ -326,7 +313,7 @@ impl Supervisor {
                     if let Some(p) = ping.as_mut() {
                         p.late = true;
                     }
-                    self.metrics.probe_failures.with_label_values(&[id, live_kind, "timeout"]).inc();
+                    self.series.probe_failed(live_kind, "timeout");
                     // Fresh evidence first: is it working or gone quiet?
                     let _ = self.sample_process(session, tracker);
                     let seen = session.activity.progress_count();
@@ -339,10 +326,10 @@ impl Supervisor {
                 r = async { (&mut ping.as_mut().expect("guarded").fut).await }, if ping.is_some() => {
                     let was_late = ping.take().is_some_and(|p| p.late);
                     match &r {
-                        Ok(rtt) => self.metrics.ping_duration.with_label_values(&[id]).observe(rtt.as_secs_f64()),
+                        Ok(rtt) => self.series.observe_ping(rtt.as_secs_f64()),
                         Err(RequestError::Timeout(_)) if was_late => {}
                         Err(e) => {
-                            self.metrics.probe_failures.with_label_values(&[id, live_kind, e.label()]).inc();
+                            self.series.probe_failed(live_kind, e.label());
                             debug!(server = %id, error = %tracker.scrub(&e.to_string()), "liveness probe failed");
                         }
                     }
@@ -358,9 +345,9 @@ impl Supervisor {
                 }
                 _ = hc_tick.tick(), if session.has_health_check => {
                     if hc.is_some() {
-                        self.metrics.probes_skipped.with_label_values(&[id, "health_check"]).inc();
+                        self.series.probe_skipped("health_check");
                     } else {
-                        self.metrics.probes.with_label_values(&[id, "health_check"]).inc();
+                        self.series.probe_sent("health_check");
                         hc = Some(Box::pin(session.health_check(
                             &s.health_check_tool,
                             &s.health_check_arguments,
@@ -373,14 +360,14 @@ impl Supervisor {
                     hc = None;
                     match &r {
                         Ok((took, report)) => {
-                            self.metrics.health_check_duration.with_label_values(&[id]).observe(took.as_secs_f64());
-                            self.metrics.set_health_fields(id, &report.fields);
+                            self.series.observe_health_check(took.as_secs_f64());
+                            self.series.set_health_fields(&report.fields);
                             if report.is_error {
-                                self.metrics.probe_failures.with_label_values(&[id, "health_check", "tool_error"]).inc();
+                                self.series.probe_failed("health_check", "tool_error");
                             }
                         }
                         Err(e) => {
-                            self.metrics.probe_failures.with_label_values(&[id, "health_check", e.label()]).inc();
+                            self.series.probe_failed("health_check", e.label());
                         }
                     }
                     let is_death = matches!(&r, Err(e) if e.is_transport_death());
@@ -393,10 +380,10 @@ impl Supervisor {
                     for i in tools.due(tokio::time::Instant::now()) {
                         let probe = &self.spec.tool_probes[i];
                         if tools.in_flight[i] {
-                            self.metrics.probes_skipped.with_label_values(&[id, "tool"]).inc();
+                            self.series.probe_skipped("tool");
                             continue;
                         }
-                        self.metrics.probes.with_label_values(&[id, "tool"]).inc();
+                        self.series.probe_sent("tool");
                         tools.in_flight[i] = true;
                         tools.calls.push(Box::pin(async move {
                             let start = Instant::now();
@@ -410,25 +397,25 @@ impl Supervisor {
                 Some((i, took, r)) = tools.calls.next(), if !tools.calls.is_empty() => {
                     tools.in_flight[i] = false;
                     let tool = self.spec.tool_probes[i].tool.as_str();
-                    self.metrics.tool_call_duration.with_label_values(&[id, tool]).observe(took.as_secs_f64());
+                    self.series.observe_tool_call(tool, took.as_secs_f64());
                     let outcome = match &r {
                         Ok(res) if res.is_error == Some(true) => {
-                            self.metrics.probe_failures.with_label_values(&[id, "tool", "tool_error"]).inc();
+                            self.series.probe_failed("tool", "tool_error");
                             Outcome::Error
                         }
                         Ok(_) => Outcome::Ok(took),
                         Err(ToolCallError::IdleTimeout(_)) => {
-                            self.metrics.tool_call_cancellations.with_label_values(&[id, tool, "request_timeout"]).inc();
-                            self.metrics.probe_failures.with_label_values(&[id, "tool", "timeout"]).inc();
+                            self.series.tool_call_cancelled(tool, "request_timeout");
+                            self.series.probe_failed("tool", "timeout");
                             Outcome::Timeout
                         }
                         Err(ToolCallError::MaxTimeout(_)) => {
-                            self.metrics.tool_call_cancellations.with_label_values(&[id, tool, "max_request_timeout"]).inc();
-                            self.metrics.probe_failures.with_label_values(&[id, "tool", "timeout"]).inc();
+                            self.series.tool_call_cancelled(tool, "max_request_timeout");
+                            self.series.probe_failed("tool", "timeout");
                             Outcome::Timeout
                         }
                         Err(ToolCallError::Request(e)) => {
-                            self.metrics.probe_failures.with_label_values(&[id, "tool", e.label()]).inc();
+                            self.series.probe_failed("tool", e.label());
                             Outcome::Error
                         }
                     };
@@ -458,19 +445,14 @@ impl Supervisor {
     fn sample_process(&self, session: &Session, tracker: &mut Tracker) -> Option<Transition> {
         let child = session.child()?;
         let sample = crate::procstat::sample(child.pid())?;
-        let id = self.spec.id.as_str();
         let cpu = sample.cpu.as_secs_f64();
-        let counter = self.metrics.child_cpu.with_label_values(&[id]);
         // A new process starts from zero; the counter only moves forward.
         let seen = tracker.cpu_exported();
+        self.series.child_cpu_add((cpu - seen).max(0.0));
         if cpu > seen {
-            counter.inc_by(cpu - seen);
             tracker.set_cpu_exported(cpu);
         }
-        self.metrics
-            .child_rss
-            .with_label_values(&[id])
-            .set(i64::try_from(sample.rss_bytes).unwrap_or(i64::MAX));
+        self.series.set_child_rss(sample.rss_bytes);
         tracker.process(&sample, Instant::now())
     }
 
@@ -483,21 +465,14 @@ impl Supervisor {
         if let Some(t) = f(tracker, Instant::now()) {
             self.transitioned(tracker, t);
         }
-        self.metrics
-            .set_reason(&self.spec.id, tracker.status().reason.as_str());
-        self.metrics
-            .last_check
-            .with_label_values(&[&self.spec.id])
-            .set(unix_now());
+        self.series.set_reason(tracker.status().reason.as_str());
+        self.series.set_last_check(unix_now());
         self.publish(tracker).await;
     }
 
     fn transitioned(&self, tracker: &Tracker, t: Transition) {
-        self.metrics.set_state(&self.spec.id, t.to);
-        self.metrics
-            .state_changes
-            .with_label_values(&[&self.spec.id])
-            .inc();
+        self.series.set_state(t.to);
+        self.series.state_changed();
         info!(
             server = %self.spec.id,
             from = t.from.as_str(),

@@ -66,7 +66,14 @@ impl Supervisors {
         let sup = Supervisor {
             spec: spec.clone(),
             http: self.http.clone(),
-            metrics: self.metrics.clone(),
+            series: self.metrics.add_server(
+                &spec.id,
+                &spec
+                    .tool_probes
+                    .iter()
+                    .map(|t| t.tool.clone())
+                    .collect::<Vec<_>>(),
+            ),
             fleet: self.fleet.clone(),
             cancel: cancel.clone(),
         };
@@ -105,8 +112,6 @@ impl Supervisors {
         let mut diff = Diff::default();
         let wanted: HashMap<&str, &ServerSpec> =
             config.servers.iter().map(|s| (s.id.as_str(), s)).collect();
-        // Tool names of the old specs, to drop their series.
-        let mut old_tools: HashMap<String, Vec<String>> = HashMap::new();
         for (id, r) in &self.running {
             match wanted.get(id.as_str()) {
                 Some(spec) if **spec == r.spec => {
@@ -116,17 +121,12 @@ impl Supervisors {
                 Some(_) => diff.changed.push(id.clone()),
                 None => diff.removed.push(id.clone()),
             }
-            old_tools.insert(
-                id.clone(),
-                r.spec.tool_probes.iter().map(|t| t.tool.clone()).collect(),
-            );
         }
         let mut stop = diff.removed.clone();
         stop.extend(diff.changed.iter().cloned());
         self.stop(&stop, deadline).await;
         for id in &stop {
-            self.metrics
-                .forget(id, old_tools.get(id).map_or(&[][..], Vec::as_slice));
+            self.metrics.forget(id);
         }
         for id in &diff.removed {
             // The fleet owner outlives every supervisor; a closed channel means shutdown.
