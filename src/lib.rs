@@ -10,7 +10,8 @@
 //! ```
 //!
 //! - [`config`]: the fleet file, validated with file:line:column errors.
-//! - [`child`], [`session`]: transports and the MCP client session.
+//! - [`child`], [`session`]: transports and the MCP client session;
+//!   [`lean_ping`]: HTTP pings that skip rmcp on the hot path.
 //! - [`supervisor`]: the probe loop and reconnects, per server;
 //!   [`supervisors`]: the running set, and config reloads applied as a diff.
 //! - [`tracker`], [`verdict`], [`health_check`], [`procstat`]: evidence and the pure judgment.
@@ -26,6 +27,7 @@ pub mod config;
 pub mod fleet;
 pub mod fuzzing;
 pub mod health_check;
+pub mod lean_ping;
 pub mod metrics;
 pub mod probe;
 pub mod procstat;

@@ -18,6 +18,8 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
+
+use crate::lean_ping::{Lean, LeanPinger, Recorder};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientCacheConfig, ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
 use serde::Serialize;
@@ -240,6 +242,8 @@ pub struct Session {
     pub activity: Arc<Activity>,
     /// Whether the server lists the configured health tool (set by the supervisor).
     pub has_health_check: bool,
+    /// Pings without rmcp (Streamable HTTP sessions).
+    lean: Option<LeanPinger>,
 }
 
 impl Session {
@@ -307,6 +311,7 @@ impl Session {
             activity: activity.clone(),
             legacy_version,
         };
+        let mut lean = None;
         let (service, child) = match &spec.transport {
             TransportSpec::Stdio { .. } => {
                 let spawned = child::spawn(&spec.id, &spec.transport).map_err(|e| OpenError {
@@ -377,7 +382,9 @@ impl Session {
                     }
                 }
                 config = config.custom_headers(custom);
-                let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
+                let recorder = Recorder::new(http.clone());
+                lean = Some(LeanPinger::new(http.clone(), url.clone(), recorder.clone()));
+                let transport = StreamableHttpClientTransport::with_client(recorder, config);
                 match tokio::time::timeout(
                     deadline,
                     handler.serve_with_lifecycle(transport, lifecycle),
@@ -430,6 +437,7 @@ impl Session {
             opened: Instant::now(),
             activity,
             has_health_check: false,
+            lean,
         })
     }
 
@@ -440,15 +448,38 @@ impl Session {
 
     /// The liveness probe of the era: `ping` (legacy) or `server/discover` (modern).
     pub async fn liveness(&self, timeout: Duration) -> Result<Duration, RequestError> {
+        let start = Instant::now();
+        if let Some(answered) = self.lean_ping(timeout).await {
+            return answered;
+        }
         let request = match self.era {
             Era::Legacy => ClientRequest::PingRequest(PingRequest::default()),
             Era::Modern => {
                 ClientRequest::DiscoverRequest(DiscoverRequest::new(DiscoverRequestParams {}))
             }
         };
+        // A fallback shares the probe's one deadline.
+        let left = timeout.saturating_sub(start.elapsed());
+        match self.request(request, left).await {
+            Ok(_) => Ok(start.elapsed()),
+            Err(RequestError::Timeout(_)) => Err(RequestError::Timeout(timeout)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A legacy HTTP ping sent without rmcp (see [`crate::lean_ping`]).
+    /// `None` when this session cannot take that path or the answer was not
+    /// plain; the caller then asks rmcp within what is left of `timeout`.
+    pub async fn lean_ping(&self, timeout: Duration) -> Option<Result<Duration, RequestError>> {
+        let (Era::Legacy, Some(lean)) = (self.era, &self.lean) else {
+            return None;
+        };
         let start = Instant::now();
-        self.request(request, timeout).await?;
-        Ok(start.elapsed())
+        match tokio::time::timeout(timeout, lean.ping()).await {
+            Err(_) => Some(Err(RequestError::Timeout(timeout))),
+            Ok(Lean::Answered(r)) => Some(r.map(|()| start.elapsed())),
+            Ok(Lean::Fallback) => None,
+        }
     }
 
     /// Tool names, following pagination, at most [`MAX_TOOLS`].

@@ -196,3 +196,65 @@ async fn python_sdk_servers_in_both_eras_over_streamable_http() {
         .await;
     mon.stop().await;
 }
+
+/// A session to `url` opened the way a supervisor opens it.
+async fn open_session(url: &str) -> mcpmon::session::Session {
+    let yaml = format!("servers:\n{}", http("lean", url));
+    let config = mcpmon::config::parse(std::path::Path::new("lean.yml"), &yaml, &|_| None)
+        .expect("valid config");
+    let http = mcpmon::http_client().expect("http client");
+    mcpmon::session::Session::open(&config.servers[0], &http, None, Default::default())
+        .await
+        .expect("session opens")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_http_pings_skip_rmcp_against_every_server_kind() {
+    // Pings leave rmcp's worker only if real servers' answers (SSE from the
+    // TypeScript and Python SDKs, JSON or SSE from rmcp) are read in full by
+    // the lean path; a fallback would hide that it never works.
+    let script = python_server();
+    let script = script.to_str().expect("utf-8 path");
+    let (tp, pp) = (free_port(), free_port());
+    let env = [("PORT", tp.to_string())];
+    let everything = third_party_http(&everything_bin(), &["streamableHttp"], &env, tp).await;
+    let _py = third_party_http(
+        &python("legacy"),
+        &[script, "http", &pp.to_string()],
+        &[],
+        pp,
+    )
+    .await;
+    let demo = demo_http(&["--name", "lean", "--era", "legacy"], 0).await;
+    for url in [
+        everything.url.clone(),
+        format!("http://127.0.0.1:{pp}/mcp"),
+        demo.url.clone(),
+    ] {
+        let session = open_session(&url).await;
+        for _ in 0..3 {
+            let answered = session.lean_ping(Duration::from_secs(5)).await;
+            assert!(matches!(answered, Some(Ok(_))), "{url}: {answered:?}");
+        }
+        session.close(Duration::from_secs(2)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modern_sessions_never_take_the_lean_ping_path() {
+    let script = python_server();
+    let script = script.to_str().expect("utf-8 path");
+    let port = free_port();
+    let _py = third_party_http(
+        &python("modern"),
+        &[script, "http", &port.to_string()],
+        &[],
+        port,
+    )
+    .await;
+    let session = open_session(&format!("http://127.0.0.1:{port}/mcp")).await;
+    assert_eq!(session.era, mcpmon::session::Era::Modern);
+    assert!(session.lean_ping(Duration::from_secs(5)).await.is_none());
+    assert!(session.liveness(Duration::from_secs(5)).await.is_ok());
+    session.close(Duration::from_secs(2)).await;
+}

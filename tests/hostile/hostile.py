@@ -12,7 +12,7 @@ stdio servers (speak JSON-RPC on stdin/stdout, legacy era):
 
 HTTP fault proxy in front of a real server, mode read from a file per request:
     hostile.py proxy UPSTREAM_URL PORT MODE_FILE
-    modes: pass | 500 | 502 | 503 | expire (404 once per session) | redirect | huge
+    modes: pass | 500 | 502 | 503 | expire (the session is forgotten: 404 for it from then on) | redirect | huge
 
 HTTPS server with an untrusted certificate:
     hostile.py tls CERT KEY PORT
@@ -155,7 +155,9 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             except OSError:
                 pass
             return
-        if mode == "expire" and session and session not in Proxy.expired:
+        # An expired session stays forgotten, as on a real server: every
+        # later request that names it gets 404 until a new initialize.
+        if session and (session in Proxy.expired or mode == "expire"):
             Proxy.expired.add(session)
             return self.reply(404, b"session expired")
         req = urllib.request.Request(self.upstream, data=body, method=method)
