@@ -10,13 +10,15 @@ use axum::extract::{Path, State as AxState};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use serde::Serialize;
 use serde_json::json;
 use tokio::sync::watch;
 
 use crate::fleet::Snapshot;
 use crate::metrics::Metrics;
+use crate::session::Era;
 use crate::tracker::ServerStatus;
-use crate::verdict::State;
+use crate::verdict::{Reason, State};
 
 /// What handlers can read.
 #[derive(Clone)]
@@ -71,55 +73,120 @@ async fn deadline(req: axum::extract::Request, next: axum::middleware::Next) -> 
     }
 }
 
+/// Run a render of the whole fleet off the runtime's worker: at 10 000
+/// servers it takes tens of milliseconds, which would otherwise delay every
+/// probe answer waiting on that worker and distort its round trip.
+async fn off_worker<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    tokio::task::spawn_blocking(f).await.ok()
+}
+
 async fn metrics(AxState(st): AxState<ApiState>) -> Response {
+    let metrics = st.metrics.clone();
+    let Some(text) = off_worker(move || metrics.render()).await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        st.metrics.render(),
+        text,
     )
         .into_response()
 }
 
-fn server_json(s: &ServerStatus) -> serde_json::Value {
-    json!({
-        "id": s.id,
-        "status": s.status,
-        "reason": s.reason,
-        "detail": s.detail,
-        "transport": s.transport,
-        "since": crate::tracker::rfc3339(s.since),
-        "last_check": s.last_check.map(crate::tracker::rfc3339),
-        "response_time_ms": s.response_time_ms.map(|v| (v * 1000.0).round() / 1000.0),
-        "era": s.era,
-        "protocol_version": s.server_info.as_ref().map(|i| &i.protocol_version),
-        "server_name": s.server_info.as_ref().map(|i| &i.name),
-        "server_version": s.server_info.as_ref().map(|i| &i.version),
-        "consecutive_failures": s.consecutive_failures,
-        "tools": s.tools,
-    })
+/// One server as the health endpoints show it.
+#[derive(Serialize)]
+struct ServerView<'a> {
+    id: &'a str,
+    status: State,
+    reason: Reason,
+    detail: &'a str,
+    transport: &'a str,
+    since: String,
+    last_check: Option<String>,
+    response_time_ms: Option<f64>,
+    era: Option<Era>,
+    protocol_version: Option<&'a str>,
+    server_name: Option<&'a str>,
+    server_version: Option<&'a str>,
+    consecutive_failures: u32,
+    tools: Option<usize>,
+}
+
+impl<'a> ServerView<'a> {
+    fn new(s: &'a ServerStatus) -> Self {
+        let info = s.server_info.as_ref();
+        ServerView {
+            id: &s.id,
+            status: s.status,
+            reason: s.reason,
+            detail: &s.detail,
+            transport: s.transport,
+            since: crate::tracker::rfc3339(s.since),
+            last_check: s.last_check.map(crate::tracker::rfc3339),
+            response_time_ms: s.response_time_ms.map(|v| (v * 1000.0).round() / 1000.0),
+            era: s.era,
+            protocol_version: info.map(|i| i.protocol_version.as_str()),
+            server_name: info.map(|i| i.name.as_str()),
+            server_version: info.map(|i| i.version.as_str()),
+            consecutive_failures: s.consecutive_failures,
+            tools: s.tools,
+        }
+    }
 }
 
 async fn fleet(AxState(st): AxState<ApiState>) -> Response {
     let snap = st.fleet.borrow().clone();
     let (state, meets) = snap.verdict();
-    let body = json!({
-        "status": state,
-        "summary": snap.summary(),
-        "policy": {
-            "min_available_percentage": snap.policy.min_available_percentage,
-            "degraded_is_available": snap.policy.degraded_is_available,
-            "met": meets,
-        },
-        "servers": snap.servers.values().map(|s| server_json(s)).collect::<Vec<_>>(),
-    });
+    // Serialized straight from borrowed views: no JSON value tree per server.
+    let body = off_worker(move || {
+        serde_json::to_vec(&FleetView {
+            status: state,
+            summary: snap.summary(),
+            policy: PolicyView {
+                min_available_percentage: snap.policy.min_available_percentage,
+                degraded_is_available: snap.policy.degraded_is_available,
+                met: meets,
+            },
+            servers: Servers(&snap),
+        })
+    })
+    .await;
+    let Some(Ok(body)) = body else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
     let code = if meets {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (code, axum::Json(body)).into_response()
+    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// The `/health/fleet` body.
+#[derive(Serialize)]
+struct FleetView<'a> {
+    status: State,
+    summary: crate::fleet::Summary,
+    policy: PolicyView,
+    servers: Servers<'a>,
+}
+
+#[derive(Serialize)]
+struct PolicyView {
+    min_available_percentage: f64,
+    degraded_is_available: bool,
+    met: bool,
+}
+
+/// Every server of a snapshot, serialized as a list of [`ServerView`]s.
+struct Servers<'a>(&'a Snapshot);
+
+impl Serialize for Servers<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.servers.values().map(|s| ServerView::new(s)))
+    }
 }
 
 async fn server(AxState(st): AxState<ApiState>, Path(id): Path<String>) -> Response {
@@ -131,7 +198,9 @@ async fn server(AxState(st): AxState<ApiState>, Path(id): Path<String>) -> Respo
         )
             .into_response();
     };
-    let mut body = server_json(s);
+    let Ok(mut body) = serde_json::to_value(ServerView::new(s)) else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
     body["session_started"] = json!(s.session_started.map(crate::tracker::rfc3339));
     body["sessions"] = json!(s.sessions);
     body["health_check"] = json!(s.health_check);
