@@ -154,9 +154,14 @@ def run_mcpmon(mode, target, n, interval, duration):
             text = get(addr, "/metrics")[1]
             return sum(float(v) for v in re.findall(r'^mcpmon_probes_total\{probe="ping",server="[^"]+"\} (\S+)$', text, re.M))
 
-        c0, p0 = cpu_seconds(p.pid), pings()
+        # Scrapes stay outside the CPU window: a render runs on a blocking-pool
+        # thread that may exit (and take its CPU count along) before the window
+        # closes, and it is not ping work anyway.
+        p0 = pings()
+        c0 = cpu_seconds(p.pid)
         time.sleep(duration)
-        c1, p1 = cpu_seconds(p.pid), pings()
+        c1 = cpu_seconds(p.pid)
+        p1 = pings()
         t0 = time.perf_counter()
         _, metrics_text = get(addr, "/metrics")
         metrics_ms = (time.perf_counter() - t0) * 1000
