@@ -90,42 +90,13 @@ impl StreamableHttpClient for Recorder {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.record(
-            session_id.as_deref(),
-            auth_header.as_deref(),
-            &custom_headers,
-        );
         self.inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await
     }
 
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.record(
-            session_id.as_deref(),
-            auth_header.as_deref(),
-            &custom_headers,
-        );
-        self.inner
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await
-    }
-
+    // rmcp's transport sends every POST through this method (the others are
+    // for clients that do not enforce limits), so it is the one that records.
     async fn post_message_with_response_limits(
         &self,
         uri: Arc<str>,

@@ -458,7 +458,8 @@ impl ServerSeries {
         });
     }
 
-    /// Add to the child CPU counter.
+    /// Add to the child CPU counter; a negative amount (a new process
+    /// starting from zero) only makes the series appear.
     pub fn child_cpu_add(&self, secs: f64) {
         self.with(|v| *v.child_cpu.get_or_insert(0.0) += secs.max(0.0));
     }

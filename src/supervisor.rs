@@ -448,7 +448,7 @@ impl Supervisor {
         let cpu = sample.cpu.as_secs_f64();
         // A new process starts from zero; the counter only moves forward.
         let seen = tracker.cpu_exported();
-        self.series.child_cpu_add((cpu - seen).max(0.0));
+        self.series.child_cpu_add(cpu - seen);
         if cpu > seen {
             tracker.set_cpu_exported(cpu);
         }
