@@ -43,6 +43,9 @@ def use_profile(profile):
     global MCPMON, SIM
     MCPMON = ROOT / f"target/{profile}/mcpmon"
     SIM = ROOT / f"target/{profile}/examples/fleet-sim"
+
+# Extra mcpmon flags (--mcpmon-args), for A/B runs of one build's settings.
+MCPMON_ARGS = []
 PEERS = ROOT / "bench/peers"
 NODE_MODULES = ROOT / "tests/node/node_modules"
 NODE = NODE_MODULES / ".bin/node"
@@ -134,7 +137,8 @@ def run_mcpmon(mode, target, n, interval, duration):
             lines += [f"  - id: s{i}", "    transport: stdio", f"    command: {target}", '    args: ["--stdio"]']
     cfg.write_text("\n".join(lines) + "\n")
     addr = f"127.0.0.1:{free_port()}"
-    p = subprocess.Popen([str(MCPMON), "--config.file", str(cfg), "--web.listen-address", addr, "--log.level", "error"],
+    p = subprocess.Popen([str(MCPMON), "--config.file", str(cfg), "--web.listen-address", addr, "--log.level", "error",
+                          *MCPMON_ARGS],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         started = time.time()
@@ -215,8 +219,14 @@ def main():
     ap.add_argument("--clients", default="raw,mcpmon,ts,py")
     ap.add_argument("--json", help="also write every result here")
     ap.add_argument("--profile", default="release", help="cargo profile whose binaries to run")
+    ap.add_argument("--mcpmon", help="run this mcpmon binary instead (an A/B against another build)")
+    ap.add_argument("--mcpmon-args", default="", help="extra mcpmon flags, space-separated")
     args = ap.parse_args()
     use_profile(args.profile)
+    global MCPMON, MCPMON_ARGS
+    if args.mcpmon:
+        MCPMON = pathlib.Path(args.mcpmon)
+    MCPMON_ARGS = args.mcpmon_args.split()
     if args.smoke:
         args.reps, args.duration, args.http, args.stdio = 1, 3, "10", "3"
     for b in (MCPMON, SIM):
