@@ -243,6 +243,54 @@ mod tests {
     }
 
     #[test]
+    fn running_counts_match_a_full_walk_through_updates_and_removals() {
+        use State::*;
+        let source = snap(
+            &[Healthy, Degraded, Unhealthy, Unknown],
+            FleetPolicy::default(),
+        );
+        let status = |id: &str, st: State| {
+            let mut s = (*source.servers[id]).clone();
+            s.status = st;
+            Box::new(s)
+        };
+        let mut live = Snapshot::default();
+        let mut counts = Summary::default();
+        let steps = [
+            FleetMsg::Update(status("s0", Unknown)),
+            FleetMsg::Update(status("s1", Unknown)),
+            FleetMsg::Update(status("s0", Healthy)),
+            FleetMsg::Update(status("s2", Unhealthy)),
+            FleetMsg::Update(status("s1", Degraded)),
+            FleetMsg::Update(status("s0", Healthy)),
+            FleetMsg::Remove("s2".into()),
+            FleetMsg::Remove("absent".into()),
+            FleetMsg::Update(status("s3", Unhealthy)),
+        ];
+        for msg in steps {
+            apply(&mut live, &mut counts, msg);
+            let walked = live.summary();
+            assert_eq!(
+                (
+                    counts.total,
+                    counts.healthy,
+                    counts.degraded,
+                    counts.unhealthy,
+                    counts.unknown
+                ),
+                (
+                    walked.total,
+                    walked.healthy,
+                    walked.degraded,
+                    walked.unhealthy,
+                    walked.unknown
+                )
+            );
+        }
+        assert_eq!((counts.total, counts.unhealthy), (3, 1));
+    }
+
+    #[test]
     fn summary_counts_and_percentage() {
         use State::*;
         let s = snap(
