@@ -174,19 +174,25 @@ async fn the_file_watch_reloads_on_change_and_lifecycle_is_off_by_default() {
     assert_eq!(one["sessions"], 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_closes_every_session_within_a_bound_and_exits_zero() {
+/// The real binary with two healthy stdio servers, one plain and one behind
+/// a shell wrapper that forks; returns their markers.
+async fn plain_and_wrapped(prefix: &str) -> (tempfile::TempDir, Binary, String, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("fleet.yaml");
-    let (m1, m2) = (marker("t1"), marker("t2"));
-    // One plain server, one behind a shell wrapper that forks.
+    let (m1, m2) = (marker(&format!("{prefix}1")), marker(&format!("{prefix}2")));
     let wrapped = wrapped_in_forking_shell(&m2);
     write(&cfg, &[stdio("plain", &m1), wrapped], "");
-    let mut mon = Binary::start(&cfg, &[]).await;
+    let mon = Binary::start(&cfg, &[]).await;
     for id in ["plain", "wrapped"] {
         mon.wait_status(id, "healthy", Duration::from_secs(10))
             .await;
     }
+    (dir, mon, m1, m2)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_closes_every_session_within_a_bound_and_exits_zero() {
+    let (_dir, mut mon, m1, m2) = plain_and_wrapped("t").await;
     assert_eq!(
         wait_pids(&m2, Duration::from_secs(5)).await.len(),
         2,
@@ -204,16 +210,7 @@ async fn sigterm_closes_every_session_within_a_bound_and_exits_zero() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_mcpmon_leaves_no_stdio_child() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let cfg = dir.path().join("fleet.yaml");
-    let (m1, m2) = (marker("k1"), marker("k2"));
-    let wrapped = wrapped_in_forking_shell(&m2);
-    write(&cfg, &[stdio("plain", &m1), wrapped], "");
-    let mut mon = Binary::start(&cfg, &[]).await;
-    for id in ["plain", "wrapped"] {
-        mon.wait_status(id, "healthy", Duration::from_secs(10))
-            .await;
-    }
+    let (_dir, mut mon, m1, m2) = plain_and_wrapped("k").await;
     mon.signal(libc::SIGKILL);
     mon.wait_exit(Duration::from_secs(5));
     // The direct child dies with mcpmon (parent-death signal); what it

@@ -116,30 +116,30 @@ async fn slow_clients_are_cut_off_and_bodies_are_bounded() {
 fn a_bad_web_config_is_refused_at_start() {
     let dir = tempfile::tempdir().expect("tempdir");
     let web = dir.path().join("web.yml");
+    // mcpmon's exit code and stderr with the web config as it is now.
+    let start = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_mcpmon"))
+            .args(["--config.file"])
+            .arg(fleet(dir.path()))
+            .args(["--web.listen-address", "127.0.0.1:0", "--web.config.file"])
+            .arg(&web)
+            .output()
+            .expect("run");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
     std::fs::write(&web, "basic_auth_users:\n  alice: plaintext\n").expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_mcpmon"))
-        .args(["--config.file"])
-        .arg(fleet(dir.path()))
-        .args(["--web.listen-address", "127.0.0.1:0", "--web.config.file"])
-        .arg(&web)
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, err) = start();
+    assert_eq!(code, Some(2));
     assert!(err.contains("must be a bcrypt hash"), "{err}");
     std::fs::write(
         &web,
         "tls_server_config:\n  cert_file: nope.pem\n  key_file: nope.key\n",
     )
     .expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_mcpmon"))
-        .args(["--config.file"])
-        .arg(fleet(dir.path()))
-        .args(["--web.listen-address", "127.0.0.1:0", "--web.config.file"])
-        .arg(&web)
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, err) = start();
+    assert_eq!(code, Some(2));
     assert!(err.contains("nope.pem"), "{err}");
 }
