@@ -4,7 +4,9 @@
 //! [`PUBLISH_EVERY`], so a large fleet does not rebuild per probe.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};

@@ -39,42 +39,101 @@ pub fn status_word(word: &str) -> Option<Reported> {
     }
 }
 
+/// How deep wrappers (`{"result": "<JSON text>"}`, `{"toolResult": {…}}`)
+/// are followed; real SDKs nest at most twice.
+const MAX_DEPTH: u8 = 4;
+
 /// Interpret a tool result given its parts: `structuredContent`, the text of
 /// its text blocks, and `isError`.
+///
+/// Each part is read in turn, structured content first, and the first that
+/// names a status wins; numeric fields come from the first object found. A
+/// result with no readable status at all is [`Reported::Unreadable`], never
+/// taken for healthy. Shapes read, as the maintained SDKs produce them:
+/// - an object with `status` / `state` / `health` (string or bool), or
+///   `healthy` / `ok` (bool);
+/// - PyPI `mcp` FastMCP / MCPServer wrapping a `str`, `bool` or list return
+///   as `{"result": …}`, where a string may itself hold JSON or a bare word;
+/// - a JSON object or a bare word (`ok`, `"degraded"`) in a text block, as
+///   TypeScript SDK tools usually answer; the seeds' `{"toolResult": {…}}`.
 pub fn interpret(
     structured: Option<&Value>,
     texts: &[&str],
     is_error: bool,
     max_fields: usize,
 ) -> HealthReport {
-    let from_text = texts.iter().find_map(|t| parse_text(t));
-    let object = match structured {
-        Some(Value::Object(m)) => Some(m.clone()),
-        _ => from_text.as_ref().and_then(|v| v.as_object().cloned()),
+    let mut status = None;
+    let mut fields: Option<Vec<(String, f64)>> = None;
+    let parts = structured
+        .into_iter()
+        .map(Read::Value)
+        .chain(texts.iter().map(|t| Read::Text(t)));
+    for part in parts {
+        let found = read(part, MAX_DEPTH, max_fields);
+        if fields.is_none() {
+            fields = found.fields;
+        }
+        if found.status.is_some() {
+            status = found.status;
+            break;
+        }
+    }
+    let status = if is_error {
+        Reported::Unhealthy
+    } else {
+        status.unwrap_or(Reported::Unreadable)
     };
-    let object = object.map(unwrap_tool_result);
-    let mut report = HealthReport {
-        status: None,
-        fields: Vec::new(),
+    HealthReport {
+        status: Some(status),
+        fields: fields.unwrap_or_default(),
         is_error,
-    };
-    match &object {
-        Some(m) => {
-            report.status = object_status(m);
-            report.fields = numeric_fields(m, max_fields);
-        }
-        None => {
-            // A bare word (`ok`), possibly as a JSON string.
-            report.status = texts.iter().find_map(|t| {
-                let t = t.trim().trim_matches('"');
-                status_word(t)
-            });
-        }
     }
-    if is_error {
-        report.status = Some(Reported::Unhealthy);
+}
+
+enum Read<'a> {
+    Value(&'a Value),
+    Text(&'a str),
+}
+
+#[derive(Default)]
+struct Found {
+    status: Option<Reported>,
+    fields: Option<Vec<(String, f64)>>,
+}
+
+fn read(part: Read<'_>, depth: u8, max_fields: usize) -> Found {
+    if depth == 0 {
+        return Found::default();
     }
-    report
+    match part {
+        Read::Text(t) => match parse_text(t) {
+            Some(v @ (Value::Object(_) | Value::String(_) | Value::Bool(_))) => {
+                read(Read::Value(&v), depth - 1, max_fields)
+            }
+            Some(_) => Found::default(),
+            None => Found {
+                status: status_word(t.trim().trim_matches('"')),
+                fields: None,
+            },
+        },
+        Read::Value(Value::String(t)) => read(Read::Text(t), depth - 1, max_fields),
+        Read::Value(Value::Bool(b)) => Found {
+            status: Some(if *b {
+                Reported::Healthy
+            } else {
+                Reported::Unhealthy
+            }),
+            fields: None,
+        },
+        Read::Value(Value::Object(m)) => match wrapped(m) {
+            Some(inner) => read(Read::Value(inner), depth - 1, max_fields),
+            None => Found {
+                status: object_status(m),
+                fields: Some(numeric_fields(m, max_fields)),
+            },
+        },
+        Read::Value(_) => Found::default(),
+    }
 }
 
 fn parse_text(text: &str) -> Option<Value> {
@@ -84,12 +143,13 @@ fn parse_text(text: &str) -> Option<Value> {
     serde_json::from_str(text.trim()).ok()
 }
 
-/// The seeds' TypeScript example nests the answer in `toolResult`.
-fn unwrap_tool_result(m: Map<String, Value>) -> Map<String, Value> {
-    match m.get("toolResult") {
-        Some(Value::Object(inner)) if m.len() == 1 => inner.clone(),
-        _ => m,
+/// The one value inside a single-key wrapper: `result` (FastMCP's wrapping
+/// of non-object returns) or `toolResult` (the seeds' TypeScript example).
+fn wrapped(m: &Map<String, Value>) -> Option<&Value> {
+    if m.len() != 1 {
+        return None;
     }
+    m.get("result").or_else(|| m.get("toolResult"))
 }
 
 fn object_status(m: &Map<String, Value>) -> Option<Reported> {
@@ -114,10 +174,21 @@ fn object_status(m: &Map<String, Value>) -> Option<Reported> {
 }
 
 fn numeric_fields(m: &Map<String, Value>, max_fields: usize) -> Vec<(String, f64)> {
-    m.iter()
-        .filter_map(|(k, v)| Some((sanitize(k)?, v.as_f64().filter(|f| f.is_finite())?)))
-        .take(max_fields)
-        .collect()
+    let mut out: Vec<(String, f64)> = Vec::new();
+    for (k, v) in m {
+        if out.len() == max_fields {
+            break;
+        }
+        let (Some(name), Some(x)) = (sanitize(k), v.as_f64().filter(|f| f.is_finite())) else {
+            continue;
+        };
+        // `a-b` and `a_b` sanitise alike; the first wins, so no two
+        // samples of one series are ever exported.
+        if !out.iter().any(|(n, _)| *n == name) {
+            out.push((name, x));
+        }
+    }
+    out
 }
 
 /// A label-safe field name: `[a-zA-Z0-9_]`, bounded length, or `None`.
@@ -193,10 +264,60 @@ mod tests {
             ("down", Some(Reported::Unhealthy)),
             ("error", Some(Reported::Unhealthy)),
             ("unhealthy", Some(Reported::Unhealthy)),
-            ("all systems nominal", None),
+            ("all systems nominal", Some(Reported::Unreadable)),
         ] {
             assert_eq!(interpret(None, &[text], false, 16).status, want, "{text:?}");
         }
+    }
+
+    #[test]
+    fn fastmcp_wraps_a_str_return_in_result() {
+        // PyPI `mcp` FastMCP, a tool declared `-> str` returning JSON text:
+        // the same JSON in structuredContent.result and in a text block.
+        let text = r#"{"status": "degraded", "queue_depth": 12}"#;
+        let r = interpret(Some(&json!({ "result": text })), &[text], false, 16);
+        assert_eq!(r.status, Some(Reported::Degraded));
+        assert_eq!(r.fields, fields(&[("queue_depth", 12.0)]));
+        // ... and the bare word.
+        let r = interpret(
+            Some(&json!({"result": "degraded"})),
+            &["degraded"],
+            false,
+            16,
+        );
+        assert_eq!(r.status, Some(Reported::Degraded));
+        // A bool return, and a JSON string holding a quoted word.
+        let r = interpret(Some(&json!({"result": false})), &["false"], false, 16);
+        assert_eq!(r.status, Some(Reported::Unhealthy));
+        let r = interpret(None, &[r#""unhealthy""#], false, 16);
+        assert_eq!(r.status, Some(Reported::Unhealthy));
+    }
+
+    #[test]
+    fn a_dict_or_model_return_is_read_as_is() {
+        let v = json!({"status": "ok", "connections": 3});
+        let r = interpret(Some(&v), &[&v.to_string()], false, 16);
+        assert_eq!(r.status, Some(Reported::Healthy));
+        assert_eq!(r.fields, fields(&[("connections", 3.0)]));
+    }
+
+    #[test]
+    fn a_status_less_structured_part_falls_back_to_the_text() {
+        let r = interpret(Some(&json!({"load": 0.5})), &["warn"], false, 16);
+        assert_eq!(r.status, Some(Reported::Degraded));
+        assert_eq!(r.fields, fields(&[("load", 0.5)]));
+    }
+
+    #[test]
+    fn wrappers_are_followed_only_so_deep() {
+        let mut v = json!("degraded");
+        for _ in 0..10 {
+            v = json!({ "result": v });
+        }
+        assert_eq!(
+            interpret(Some(&v), &[], false, 16).status,
+            Some(Reported::Unreadable)
+        );
     }
 
     #[test]
@@ -215,6 +336,17 @@ mod tests {
     }
 
     #[test]
+    fn fields_that_sanitise_alike_are_exported_once() {
+        let r = interpret(
+            Some(&json!({"status": "ok", "a-b": 1, "a_b": 2, "a.b": 3})),
+            &[],
+            false,
+            16,
+        );
+        assert_eq!(r.fields, fields(&[("a_b", 1.0)]));
+    }
+
+    #[test]
     fn fields_are_bounded_sanitised_and_finite() {
         let mut m = Map::new();
         for i in 0..100 {
@@ -229,9 +361,18 @@ mod tests {
     }
 
     #[test]
-    fn non_object_json_and_garbage_give_no_status() {
-        assert_eq!(interpret(None, &["[1,2]"], false, 16).status, None);
-        assert_eq!(interpret(Some(&json!(42)), &[], false, 16).status, None);
+    fn non_object_json_and_garbage_are_unreadable() {
+        let unreadable = Some(Reported::Unreadable);
+        assert_eq!(interpret(None, &["[1,2]"], false, 16).status, unreadable);
+        assert_eq!(
+            interpret(Some(&json!(42)), &[], false, 16).status,
+            unreadable
+        );
+        assert_eq!(interpret(None, &[], false, 16).status, unreadable);
+        assert_eq!(
+            interpret(Some(&json!({"uptime": 3})), &[], false, 16).status,
+            unreadable
+        );
         let huge = format!(
             "{{\"status\":\"ok\",\"pad\":\"{}\"}}",
             "a".repeat(MAX_TEXT_BYTES)

@@ -1,7 +1,9 @@
 //! `mcpmon probe`: one session, a few liveness probes, the health_check tool
 //! if listed, an optional tool call, and the same judgment the service uses.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use serde::Serialize;
 

@@ -9,7 +9,9 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
 
 use backon::BackoffBuilder;
 use tokio::sync::mpsc;
@@ -364,6 +366,8 @@ impl Supervisor {
                             self.series.set_health_fields(&report.fields);
                             if report.is_error {
                                 self.series.probe_failed("health_check", "tool_error");
+                            } else if report.status == Some(crate::verdict::Reported::Unreadable) {
+                                self.series.probe_failed("health_check", "unreadable");
                             }
                         }
                         Err(e) => {

@@ -4,7 +4,9 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
 
 use serde::Serialize;
 
@@ -241,10 +243,12 @@ impl Tracker {
             Ok(rtt) => {
                 if !was_late {
                     self.window.record(now, true, Outcome::Ok(rtt));
-                    self.status.consecutive_failures = 0;
                 } else {
+                    // Its timeout is in the window already; the answer ends the episode.
+                    self.window.recovered(now);
                     self.status.detail = format!("liveness answered late, after {rtt:?}");
                 }
+                self.status.consecutive_failures = 0;
                 self.last_answer = now;
                 self.liveness_late = false;
                 self.status.response_time_ms = Some(ms(rtt));

@@ -9,7 +9,9 @@
 //! with the server's own `health_check` status folded in (worst wins).
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use serde::Serialize;
 
@@ -68,6 +70,9 @@ pub enum Reason {
     Slow,
     /// Error ratio above a threshold.
     Errors,
+    /// Liveness probes went unanswered in two or more separate episodes
+    /// within the window, though the latest one was answered.
+    Timeouts,
     /// The last liveness probe got no answer in time, transport still up,
     /// and no other sign of life.
     Unresponsive,
@@ -90,17 +95,20 @@ pub enum Reason {
     HealthCheckDegraded,
     /// The server's health_check said unhealthy.
     HealthCheckUnhealthy,
-    /// The health_check tool returned an error or an unreadable result.
+    /// The health_check tool returned an error.
     HealthCheckFailed,
+    /// The health_check tool answered in a shape with no readable status.
+    HealthCheckUnreadable,
 }
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Reason; 15] = [
+    pub const ALL: [Reason; 17] = [
         Reason::Starting,
         Reason::Ok,
         Reason::Slow,
         Reason::Errors,
+        Reason::Timeouts,
         Reason::Unresponsive,
         Reason::Busy,
         Reason::Stopped,
@@ -112,6 +120,7 @@ impl Reason {
         Reason::HealthCheckDegraded,
         Reason::HealthCheckUnhealthy,
         Reason::HealthCheckFailed,
+        Reason::HealthCheckUnreadable,
     ];
 
     /// The snake_case name used in JSON and labels.
@@ -121,6 +130,7 @@ impl Reason {
             Reason::Ok => "ok",
             Reason::Slow => "slow",
             Reason::Errors => "errors",
+            Reason::Timeouts => "timeouts",
             Reason::Unresponsive => "unresponsive",
             Reason::Busy => "busy",
             Reason::Stopped => "stopped",
@@ -132,6 +142,7 @@ impl Reason {
             Reason::HealthCheckDegraded => "health_check_degraded",
             Reason::HealthCheckUnhealthy => "health_check_unhealthy",
             Reason::HealthCheckFailed => "health_check_failed",
+            Reason::HealthCheckUnreadable => "health_check_unreadable",
         }
     }
 }
@@ -146,6 +157,9 @@ pub enum Reported {
     Degraded,
     /// `unhealthy`, `fail`, `down`, `error`, or `isError: true`.
     Unhealthy,
+    /// Answered, but in no shape mcpmon can read a status from. Never taken
+    /// for a healthy self-report.
+    Unreadable,
 }
 
 /// The state of the link to the server.
@@ -168,30 +182,49 @@ pub enum Outcome {
     Error,
 }
 
+impl Outcome {
+    fn failed(self) -> bool {
+        !matches!(self, Outcome::Ok(_))
+    }
+}
+
 /// Thresholds the window is judged against.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Thresholds {
     /// Healthy needs an error ratio below this.
     pub healthy_max_error_ratio: f64,
-    /// Healthy needs a mean latency below this.
+    /// Healthy needs a liveness latency below this.
     pub healthy_max_latency: Duration,
     /// Degraded needs an error ratio below this.
     pub degraded_max_error_ratio: f64,
-    /// Degraded needs a mean latency below this.
+    /// Degraded needs a liveness latency below this.
     pub degraded_max_latency: Duration,
     /// How long without any answer on a live link is "stuck".
     pub stuck_after: Duration,
 }
 
 #[derive(Clone, Copy, Debug)]
+enum Entry {
+    /// A probe ended; `liveness` marks ping/discover probes.
+    Probe { liveness: bool, outcome: Outcome },
+    /// A late liveness probe was answered after all: the failure episode it
+    /// belonged to is over, though the probe still counts as timed out.
+    Recovered,
+}
+
+#[derive(Clone, Copy, Debug)]
 struct Sample {
     at: Instant,
-    liveness: bool,
-    outcome: Outcome,
+    entry: Entry,
 }
 
 /// Most samples kept, whatever the window length: bounds memory per server.
 const MAX_SAMPLES: usize = 512;
+
+/// How many of the most recent answered liveness probes the latency
+/// statistic looks at: the median of five needs three slow answers, so one
+/// outlier never moves it.
+pub const LATENCY_SAMPLES: usize = 5;
 
 /// A rolling window of probe outcomes.
 #[derive(Clone, Debug)]
@@ -209,8 +242,14 @@ pub struct WindowStats {
     pub errors: u32,
     /// Of which got no answer in time.
     pub timeouts: u32,
-    /// Mean latency of answered liveness probes.
-    pub mean_latency: Option<Duration>,
+    /// Separate runs of failed probes (errors or timeouts) in the window.
+    pub episodes: u32,
+    /// Whether the most recent probe failed and nothing has answered since.
+    pub failing: bool,
+    /// Median latency of the last [`LATENCY_SAMPLES`] answered liveness probes.
+    pub median_latency: Option<Duration>,
+    /// Latency of the most recent answered liveness probe.
+    pub latest_latency: Option<Duration>,
 }
 
 impl Window {
@@ -225,14 +264,19 @@ impl Window {
     /// Record one probe outcome; `liveness` marks ping/discover probes, whose
     /// latency is what "slow" is judged on.
     pub fn record(&mut self, now: Instant, liveness: bool, outcome: Outcome) {
+        self.push(now, Entry::Probe { liveness, outcome });
+    }
+
+    /// A late liveness probe was answered: its failure episode has ended.
+    pub fn recovered(&mut self, now: Instant) {
+        self.push(now, Entry::Recovered);
+    }
+
+    fn push(&mut self, now: Instant, entry: Entry) {
         if self.samples.len() == MAX_SAMPLES {
             self.samples.pop_front();
         }
-        self.samples.push_back(Sample {
-            at: now,
-            liveness,
-            outcome,
-        });
+        self.samples.push_back(Sample { at: now, entry });
         self.prune(now);
     }
 
@@ -254,31 +298,45 @@ impl Window {
     /// Summarise the samples no older than the span.
     pub fn stats(&self, now: Instant) -> WindowStats {
         let mut st = WindowStats::default();
-        let mut total = Duration::ZERO;
-        let mut answered = 0u32;
+        let mut recent: Vec<Duration> = Vec::with_capacity(LATENCY_SAMPLES);
+        let mut in_episode = false;
         for s in &self.samples {
             if now.saturating_duration_since(s.at) > self.span {
                 continue;
             }
+            let (liveness, outcome) = match s.entry {
+                Entry::Recovered => {
+                    in_episode = false;
+                    continue;
+                }
+                Entry::Probe { liveness, outcome } => (liveness, outcome),
+            };
             st.samples += 1;
-            match s.outcome {
-                Outcome::Ok(d) if s.liveness => {
-                    total += d;
-                    answered += 1;
+            match outcome {
+                Outcome::Ok(d) if liveness => {
+                    if recent.len() == LATENCY_SAMPLES {
+                        recent.remove(0);
+                    }
+                    recent.push(d);
                 }
                 Outcome::Ok(_) => {}
                 Outcome::Timeout => st.timeouts += 1,
                 Outcome::Error => st.errors += 1,
             }
+            if outcome.failed() && !in_episode {
+                st.episodes += 1;
+            }
+            in_episode = outcome.failed();
         }
-        if answered > 0 {
-            st.mean_latency = Some(total / answered);
-        }
+        st.failing = in_episode;
+        st.latest_latency = recent.last().copied();
+        recent.sort_unstable();
+        st.median_latency = recent.get(recent.len() / 2).copied();
         st
     }
 }
 
-/// Everything the judgment looks at, gathered by the supervisor.
+/// Everything the judgment looks at, gathered by the evidence tracker.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Evidence {
     /// Whether a session is open.
@@ -295,7 +353,7 @@ pub struct Evidence {
     pub silent_for: Duration,
     /// The latest status the server's health_check reported, if any.
     pub reported: Option<Reported>,
-    /// Whether the latest health_check call failed (error or unreadable).
+    /// Whether the latest health_check call failed (error answer).
     pub health_check_failed: bool,
 }
 
@@ -334,7 +392,26 @@ impl Judgement {
     }
 }
 
+fn latency_state(d: Duration, t: &Thresholds) -> State {
+    if d < t.healthy_max_latency {
+        State::Healthy
+    } else if d < t.degraded_max_latency {
+        State::Degraded
+    } else {
+        State::Unhealthy
+    }
+}
+
 /// Judge the evidence. Pure and total.
+///
+/// The window speaks for the *current* condition: a failure episode (one
+/// timeout, a busy spell) that has ended no longer counts once the server
+/// answers again, so recovery takes `rise` judgements, not the window's
+/// length. Failures still count after they end when the window holds two or
+/// more separate episodes: that is a recurring problem, judged by its ratio.
+/// Latency is the median of the last [`LATENCY_SAMPLES`] answers, and a
+/// server is only as slow as its latest answer too, so one outlier neither
+/// degrades it nor holds it degraded.
 pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
     if let Link::Down(reason) = e.link {
         return Judgement::definitive(State::Unhealthy, reason);
@@ -361,6 +438,12 @@ pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
                     Reason::HealthCheckUnhealthy,
                 ));
             }
+            Some(Reported::Unreadable) => {
+                j = j.worst(Judgement::new(
+                    State::Degraded,
+                    Reason::HealthCheckUnreadable,
+                ));
+            }
             Some(Reported::Healthy) | None => {}
         }
     }
@@ -368,17 +451,11 @@ pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
         j = j.worst(Judgement::new(State::Degraded, late_reason(e)));
     }
     let w = &e.window;
-    if let Some(mean) = w.mean_latency {
-        let state = if mean < t.healthy_max_latency {
-            State::Healthy
-        } else if mean < t.degraded_max_latency {
-            State::Degraded
-        } else {
-            State::Unhealthy
-        };
+    if let (Some(median), Some(latest)) = (w.median_latency, w.latest_latency) {
+        let state = latency_state(median, t).min(latency_state(latest, t));
         j = j.worst(Judgement::new(state, Reason::Slow));
     }
-    if w.samples > 0 {
+    if w.samples > 0 && (w.failing || w.episodes >= 2) {
         let ratio = |n: u32| f64::from(n) / f64::from(w.samples);
         let all = ratio(w.errors + w.timeouts);
         let state = if all < t.healthy_max_error_ratio {
@@ -394,8 +471,10 @@ pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
         };
         let reason = if w.errors >= w.timeouts {
             Reason::Errors
-        } else {
+        } else if w.failing || e.liveness_late {
             late_reason(e)
+        } else {
+            Reason::Timeouts
         };
         j = j.worst(Judgement::new(state, reason));
     }
@@ -514,9 +593,9 @@ mod tests {
             link: Link::Up,
             window: WindowStats {
                 samples: 100,
-                errors: 0,
-                timeouts: 0,
-                mean_latency: Some(Duration::from_millis(1)),
+                median_latency: Some(Duration::from_millis(1)),
+                latest_latency: Some(Duration::from_millis(1)),
+                ..WindowStats::default()
             },
             liveness_late: false,
             busy: false,
@@ -574,6 +653,8 @@ mod tests {
         ] {
             let mut e = healthy_evidence();
             e.window.errors = errors;
+            e.window.failing = errors > 0;
+            e.window.episodes = u32::from(errors > 0);
             let (state, reason, definitive) = judged(e);
             assert_eq!(state, want, "errors={errors}");
             assert!(!definitive);
@@ -592,7 +673,8 @@ mod tests {
             (1000, State::Unhealthy),
         ] {
             let mut e = healthy_evidence();
-            e.window.mean_latency = Some(Duration::from_millis(ms));
+            e.window.median_latency = Some(Duration::from_millis(ms));
+            e.window.latest_latency = Some(Duration::from_millis(ms));
             let (state, reason, _) = judged(e);
             assert_eq!(state, want, "ms={ms}");
             if want != State::Healthy {
@@ -605,6 +687,8 @@ mod tests {
     fn lateness_alone_never_makes_a_live_server_unhealthy() {
         let mut e = healthy_evidence();
         e.window.timeouts = 60;
+        e.window.failing = true;
+        e.window.episodes = 1;
         e.liveness_late = true;
         e.silent_for = Duration::from_secs(59);
         assert_eq!(judged(e), (State::Degraded, Reason::Unresponsive, false));
@@ -616,6 +700,8 @@ mod tests {
         e.liveness_late = true;
         e.busy = true;
         e.window.timeouts = 90;
+        e.window.failing = true;
+        e.window.episodes = 1;
         e.silent_for = Duration::from_secs(59);
         assert_eq!(judged(e), (State::Degraded, Reason::Busy, false));
     }
@@ -675,7 +761,8 @@ mod tests {
         }
         // A slow server that reports degraded stays at the worse of the two.
         let mut e = healthy_evidence();
-        e.window.mean_latency = Some(Duration::from_secs(2));
+        e.window.median_latency = Some(Duration::from_secs(2));
+        e.window.latest_latency = Some(Duration::from_secs(2));
         e.reported = Some(Reported::Degraded);
         assert_eq!(judged(e), (State::Unhealthy, Reason::Slow, false));
     }
@@ -684,6 +771,7 @@ mod tests {
     fn the_servers_own_word_names_the_reason_on_equal_severity() {
         let mut e = healthy_evidence();
         e.window.errors = 20;
+        e.window.failing = true;
         e.health_check_failed = true;
         assert_eq!(
             judged(e),
@@ -691,6 +779,7 @@ mod tests {
         );
         let mut e = healthy_evidence();
         e.window.errors = 2;
+        e.window.episodes = 2;
         e.reported = Some(Reported::Degraded);
         assert_eq!(
             judged(e),
@@ -712,7 +801,7 @@ mod tests {
         assert_eq!((s.samples, s.errors), (2, 1));
         let s = w.stats(start + Duration::from_secs(11));
         assert_eq!((s.samples, s.errors), (1, 0));
-        assert_eq!(s.mean_latency, Some(Duration::from_millis(4)));
+        assert_eq!(s.median_latency, Some(Duration::from_millis(4)));
         for i in 0..(MAX_SAMPLES as u64 * 2) {
             w.record(
                 start + Duration::from_millis(i),
@@ -732,8 +821,81 @@ mod tests {
         w.record(now, false, Outcome::Ok(Duration::from_secs(5)));
         w.record(now, true, Outcome::Timeout);
         let s = w.stats(now);
-        assert_eq!(s.mean_latency, Some(Duration::from_millis(20)));
+        assert_eq!(s.median_latency, Some(Duration::from_millis(30)));
+        assert_eq!(s.latest_latency, Some(Duration::from_millis(30)));
         assert_eq!((s.samples, s.timeouts, s.errors), (4, 1, 0));
+        assert_eq!((s.episodes, s.failing), (1, true));
+    }
+
+    #[test]
+    fn one_outlier_moves_neither_the_median_nor_the_verdict() {
+        let now = Instant::now();
+        let mut w = Window::new(Duration::from_secs(300));
+        for ms in [2, 3, 2, 4000, 3] {
+            w.record(now, true, Outcome::Ok(Duration::from_millis(ms)));
+        }
+        let s = w.stats(now);
+        assert_eq!(s.median_latency, Some(Duration::from_millis(3)));
+        let mut e = healthy_evidence();
+        e.window = s;
+        assert_eq!(judged(e).0, State::Healthy);
+        // Only the last LATENCY_SAMPLES answers count: old slowness ages out.
+        for _ in 0..LATENCY_SAMPLES {
+            w.record(now, true, Outcome::Ok(Duration::from_millis(1)));
+        }
+        assert_eq!(w.stats(now).median_latency, Some(Duration::from_millis(1)));
+    }
+
+    #[test]
+    fn a_slow_median_with_a_prompt_latest_answer_is_not_slow() {
+        let mut e = healthy_evidence();
+        e.window.median_latency = Some(Duration::from_millis(800));
+        e.window.latest_latency = Some(Duration::from_millis(5));
+        assert_eq!(judged(e).0, State::Healthy);
+        e.window.latest_latency = Some(Duration::from_millis(2000));
+        assert_eq!(judged(e), (State::Degraded, Reason::Slow, false));
+    }
+
+    #[test]
+    fn an_ended_episode_no_longer_counts_but_recurring_ones_do() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let ok = Outcome::Ok(Duration::from_millis(2));
+        let mut w = Window::new(Duration::from_secs(300));
+        for i in 0..20 {
+            w.record(at(i), true, ok);
+        }
+        // One episode of three timeouts, answered late, then prompt answers.
+        for i in 20..23 {
+            w.record(at(i), true, Outcome::Timeout);
+        }
+        let s = w.stats(at(23));
+        assert_eq!((s.episodes, s.failing, s.timeouts), (1, true, 3));
+        let mut e = healthy_evidence();
+        e.window = s;
+        assert_eq!(judged(e).0, State::Degraded);
+        w.recovered(at(24));
+        let s = w.stats(at(24));
+        assert_eq!((s.episodes, s.failing), (1, false));
+        e.window = s;
+        assert_eq!(judged(e), (State::Healthy, Reason::Ok, false));
+        // A second episode, even a single error, makes it recurring: the ratio judges.
+        w.record(at(25), true, Outcome::Error);
+        w.record(at(26), true, ok);
+        let s = w.stats(at(26));
+        assert_eq!((s.episodes, s.failing, s.errors), (2, false, 1));
+        e.window = s;
+        assert_eq!(judged(e), (State::Degraded, Reason::Timeouts, false));
+    }
+
+    #[test]
+    fn unreadable_self_report_is_degraded_never_healthy() {
+        let mut e = healthy_evidence();
+        e.reported = Some(Reported::Unreadable);
+        assert_eq!(
+            judged(e),
+            (State::Degraded, Reason::HealthCheckUnreadable, false)
+        );
     }
 
     fn j(state: State, reason: Reason) -> Judgement {
