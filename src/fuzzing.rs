@@ -31,7 +31,7 @@ pub fn health_check(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let structured: Option<serde_json::Value> = serde_json::from_slice(data).ok();
     for is_error in [false, true] {
-        let r = crate::health_check::interpret(structured.as_ref(), &[&text], is_error, 8);
+        let r = crate::probe::health_check::interpret(structured.as_ref(), &[&text], is_error, 8);
         assert!(r.fields.len() <= 8);
         assert!(
             r.fields
@@ -39,7 +39,7 @@ pub fn health_check(data: &[u8]) {
                 .all(|(k, v)| v.is_finite() && !k.is_empty() && k.len() <= 64)
         );
         if is_error {
-            assert_eq!(r.status, Some(crate::verdict::Reported::Unhealthy));
+            assert_eq!(r.status, crate::probe::health_check::Reported::Unhealthy);
         }
     }
 }

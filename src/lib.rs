@@ -1,57 +1,54 @@
 //! mcpmon: keeps sessions open to a fleet of MCP servers, probes each one,
 //! judges it healthy / degraded / unhealthy, and serves what it found.
 //!
-//! Data flows one way:
+//! Data flows one way, and imports point down the same list:
 //!
 //! ```text
-//! config ──> supervisor (one task per server) ──> tracker ──> verdict
-//!                 │ session: stdio child | Streamable HTTP        │
-//!                 └──────────── status ──> fleet owner ──> snapshot ──> api (/metrics, /health)
+//! config ─> transport ─> probe ─> supervise ──Msg──> state ──Snapshot──> output
+//!           (session:     (one fn   (one task      (one owner:   (/metrics, /health,
+//!            stdio|HTTP)   per kind)  per server)    evidence,     same generation)
+//!                                                    verdict)
 //! ```
 //!
-//! - [`config`]: the fleet file, validated with file:line:column errors.
-//! - [`child`], [`session`]: transports and the MCP client session;
-//!   [`lean_ping`]: HTTP pings that skip rmcp on the hot path.
-//! - [`supervisor`]: the probe loop and reconnects, per server;
-//!   [`supervisors`]: the running set, and config reloads applied as a diff.
-//! - [`tracker`], [`verdict`], [`health_check`], [`procstat`]: evidence and the pure judgment.
-//! - [`fleet`], [`metrics`], [`api`], [`web`]: fleet state and outputs.
-//! - [`probe`]: the one-shot `mcpmon probe` check.
-//! - [`redact`]: keeps configured secrets out of every log line.
+//! - [`config`]: the fleet file, validated with file:line:column errors;
+//!   [`redact`]: keeps registered secrets out of everything published.
+//! - [`transport`]: the [`transport::Session`] trait, its rmcp implementation
+//!   over stdio children and Streamable HTTP, `/proc` sampling.
+//! - [`probe`]: liveness, health_check and tool probes, one signature:
+//!   `(session, spec, deadline) -> ProbeOutcome`.
+//! - [`supervise`]: one task per server schedules probes and reports typed
+//!   events; the running set is reconciled with each new config as a diff.
+//! - [`state`]: the one owner runs each server's evidence and the pure
+//!   verdict, keeps its counters, and publishes numbered snapshots.
+//! - [`output`]: `/metrics`, `/health/*`, lifecycle, the web server; they
+//!   read snapshots only.
+//! - [`oneshot`]: `mcpmon probe`, the same probe layer run once.
 //!
 //! [`run`] is the single entry point shared by `main` and the tests.
 
-pub mod api;
-pub mod child;
 pub mod config;
-pub mod fleet;
 pub mod fuzzing;
-pub mod health_check;
-pub mod lean_ping;
-pub mod metrics;
+pub mod oneshot;
+pub mod output;
 pub mod probe;
-pub mod procstat;
 pub mod redact;
-pub mod session;
-pub mod supervisor;
-pub mod supervisors;
-pub mod tracker;
-pub mod verdict;
-pub mod web;
+pub mod state;
+pub mod supervise;
+pub mod transport;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::fleet::Snapshot;
-use crate::metrics::Metrics;
-use crate::supervisor::CLOSE_GRACE;
-use crate::supervisors::Supervisors;
+use crate::output::metrics::Metrics;
+use crate::output::{api, web};
+use crate::state::Snapshot;
+use crate::supervise::{CLOSE_GRACE, Diff, Supervisors};
 
 /// The build's source revision, when the build environment names it.
 pub const REVISION: &str = match option_env!("MCPMON_REVISION") {
@@ -92,7 +89,7 @@ pub fn http_client() -> Result<reqwest::Client, reqwest::Error> {
 #[derive(Debug)]
 pub struct ReloadRequest {
     /// Where the outcome goes, if anyone waits for it.
-    pub reply: Option<oneshot::Sender<Result<supervisors::Diff, String>>>,
+    pub reply: Option<tokio::sync::oneshot::Sender<Result<Diff, String>>>,
 }
 
 /// How the service runs besides its config and listener.
@@ -140,21 +137,15 @@ pub async fn run_with(
         .max()
         .unwrap_or_default()
         + Duration::from_secs(1);
-    let fleet_task = tokio::spawn(fleet::run(
+    let fleet_task = tokio::spawn(state::owner::run(
         fleet_rx,
         snap_tx,
         config.fleet.clone(),
         config.servers.len(),
         grace,
-        metrics.clone(),
         cancel.child_token(),
     ));
-    let mut supervisors = Supervisors::new(
-        http,
-        metrics.clone(),
-        fleet_tx.clone(),
-        cancel.child_token(),
-    );
+    let mut supervisors = Supervisors::new(http, fleet_tx.clone(), cancel.child_token());
     supervisors.apply(&config, SHUTDOWN_DEADLINE).await;
     tracing::info!(
         servers = config.servers.len(),
@@ -236,14 +227,15 @@ async fn reload(
     path: &std::path::Path,
     current: &mut Config,
     supervisors: &mut Supervisors,
-    fleet: &mpsc::Sender<fleet::FleetMsg>,
+    fleet: &mpsc::Sender<state::Msg>,
     metrics: &Metrics,
-) -> Result<supervisors::Diff, String> {
+) -> Result<Diff, String> {
     match config::load(path) {
         Err(errors) => {
             mark_reload(metrics, false);
+            let errors = redact::redact(&errors.to_string()).into_owned();
             tracing::error!(config = %path.display(), errors = %errors, "reload rejected; the running configuration stays in force");
-            Err(errors.to_string())
+            Err(errors)
         }
         Ok(new) => {
             for w in &new.warnings {
@@ -252,7 +244,7 @@ async fn reload(
             redact::set_secrets(current.secrets().into_iter().chain(new.secrets()).collect());
             let diff = supervisors.apply(&new, SHUTDOWN_DEADLINE).await;
             if new.fleet != current.fleet {
-                let _ = fleet.send(fleet::FleetMsg::Policy(new.fleet.clone())).await;
+                let _ = fleet.send(state::Msg::Policy(new.fleet.clone())).await;
             }
             redact::set_secrets(new.secrets());
             *current = new;

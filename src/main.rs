@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use mcpmon::config;
-use mcpmon::probe::{ProbeOptions, probe};
-use mcpmon::verdict::State;
+use mcpmon::oneshot::{ProbeOptions, probe};
+use mcpmon::state::verdict::State;
 
 #[derive(Parser)]
 #[command(
@@ -188,8 +188,8 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                 .context("--config.file is required (or use a subcommand; see --help)")?;
             let cfg = config::load(&file).map_err(|e| anyhow::anyhow!("invalid config:\n{e}"))?;
             let web = match &cli.web_config {
-                Some(path) => mcpmon::web::Web::load(path)?,
-                None => mcpmon::web::Web::default(),
+                Some(path) => mcpmon::output::web::Web::load(path)?,
+                None => mcpmon::output::web::Web::default(),
             };
             for w in &cfg.warnings {
                 tracing::warn!(warning = %w, "risky configuration");
@@ -270,7 +270,7 @@ fn probe_config(
     Ok(serde_json::json!({ "servers": [server] }))
 }
 
-fn print_report(r: &mcpmon::probe::ProbeReport) {
+fn print_report(r: &mcpmon::oneshot::ProbeReport) {
     println!("state:      {} ({})", r.state.as_str(), r.reason.as_str());
     if !r.detail.is_empty() {
         println!("detail:     {}", r.detail);
@@ -295,9 +295,12 @@ fn print_report(r: &mcpmon::probe::ProbeReport) {
         println!("tools:      {}", r.tools.join(", "));
     }
     if let Some(h) = &r.health_check {
-        let status = h
-            .status
-            .map_or("unreadable".to_owned(), |s| format!("{s:?}").to_lowercase());
+        let status = match h.status {
+            mcpmon::probe::health_check::Reported::Unreadable => {
+                "unreadable: no status in any shape mcpmon reads".to_owned()
+            }
+            s => format!("{s:?}").to_lowercase(),
+        };
         println!("health:     {status}");
         for (k, v) in &h.fields {
             println!("            {k} = {v}");

@@ -128,9 +128,13 @@ async fn reload_applies_a_diff_and_a_bad_reload_changes_nothing() {
         !m.contains("server=\"drop\""),
         "removed server's series dropped"
     );
-    assert!(
-        !m.lines()
-            .any(|l| l.starts_with("mcpmon_reconnects_total") && l.contains("server=\"keep\"")),
+    let keep_reconnects: f64 = m
+        .lines()
+        .filter(|l| l.starts_with("mcpmon_reconnects_total{") && l.contains("server=\"keep\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(
+        keep_reconnects, 0.0,
         "no reconnect counted for the unchanged server"
     );
     let (_, fleet) = mon.get("/health/fleet").await;

@@ -5,6 +5,8 @@
 
 mod common;
 
+use mcpmon::transport::Session as _;
+
 use std::time::Duration;
 
 use common::*;
@@ -198,12 +200,12 @@ async fn python_sdk_servers_in_both_eras_over_streamable_http() {
 }
 
 /// A session to `url` opened the way a supervisor opens it.
-async fn open_session(url: &str) -> mcpmon::session::Session {
+async fn open_session(url: &str) -> mcpmon::transport::session::RmcpSession {
     let yaml = format!("servers:\n{}", http("lean", url));
     let config = mcpmon::config::parse(std::path::Path::new("lean.yml"), &yaml, &|_| None)
         .expect("valid config");
     let http = mcpmon::http_client().expect("http client");
-    mcpmon::session::Session::open(&config.servers[0], &http, None, Default::default())
+    mcpmon::transport::session::RmcpSession::open(&config.servers[0], &http, None)
         .await
         .expect("session opens")
 }
@@ -236,7 +238,7 @@ async fn legacy_http_pings_skip_rmcp_against_every_server_kind() {
             let answered = session.lean_ping(Duration::from_secs(5)).await;
             assert!(matches!(answered, Some(Ok(_))), "{url}: {answered:?}");
         }
-        session.close(Duration::from_secs(2)).await;
+        Box::new(session).close(Duration::from_secs(2)).await;
     }
 }
 
@@ -253,8 +255,8 @@ async fn modern_sessions_never_take_the_lean_ping_path() {
     )
     .await;
     let session = open_session(&format!("http://127.0.0.1:{port}/mcp")).await;
-    assert_eq!(session.era, mcpmon::session::Era::Modern);
+    assert_eq!(session.era(), mcpmon::transport::Era::Modern);
     assert!(session.lean_ping(Duration::from_secs(5)).await.is_none());
     assert!(session.liveness(Duration::from_secs(5)).await.is_ok());
-    session.close(Duration::from_secs(2)).await;
+    Box::new(session).close(Duration::from_secs(2)).await;
 }

@@ -29,8 +29,10 @@ global:
 pub const PING_INTERVAL: Duration = Duration::from_millis(400);
 pub const PING_TIMEOUT: Duration = Duration::from_millis(300);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
-/// Scheduling and publishing slack on a loaded 2-core machine.
-pub const SLACK: Duration = Duration::from_millis(1500);
+/// Slack added to every outcome bound. Generous on purpose: a real-process
+/// test claims *what* happens; *how soon* is claimed by the paused-time unit
+/// tests and measured by the benchmarks, never by a wall clock here.
+pub const SLACK: Duration = Duration::from_secs(20);
 
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -28,7 +28,7 @@ use rmcp::transport::streamable_http_client::{
 };
 use serde::Deserialize;
 
-use crate::session::{RequestError, truncate};
+use super::{RequestError, truncate};
 
 /// Largest ping answer read, JSON or SSE; a ping's answer is tens of bytes.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;

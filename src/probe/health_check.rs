@@ -3,11 +3,83 @@
 //! No spec defines the tool, so real servers answer in many shapes:
 //! `structuredContent`, a JSON object in a text block (sometimes wrapped in
 //! `toolResult`), or a bare word such as `ok`. This module turns any of them
-//! into a status and a bounded list of numeric fields. Pure; no I/O.
+//! into a status and a bounded list of numeric fields. [`interpret`] is
+//! pure; [`run`] is the probe.
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
 use serde_json::{Map, Value};
+use tokio::time::Instant;
 
-use crate::verdict::Reported;
+use super::{Answer, Failure, ProbeKind, ProbeOutcome};
+use crate::transport::{Session, ToolCall};
+
+/// What the health probe calls, from the server's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct HealthCheckSpec<'a> {
+    /// The tool's name.
+    pub tool: &'a str,
+    /// Its arguments.
+    pub arguments: &'a BTreeMap<String, Value>,
+    /// Most numeric fields kept.
+    pub max_fields: usize,
+}
+
+/// Call the health tool under `deadline` and read its answer.
+pub async fn run(
+    session: &dyn Session,
+    spec: &HealthCheckSpec<'_>,
+    deadline: Duration,
+) -> ProbeOutcome {
+    let start = Instant::now();
+    let call = ToolCall {
+        name: spec.tool.to_owned(),
+        arguments: spec.arguments.clone().into_iter().collect(),
+        timeout: deadline,
+        max: deadline,
+        progress_resets: false,
+    };
+    let result = match session.call_tool(call).await {
+        Ok(result) => {
+            let texts: Vec<&str> = result
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+                .collect();
+            Ok(Answer::Health(interpret(
+                result.structured_content.as_ref(),
+                &texts,
+                result.is_error.unwrap_or(false),
+                spec.max_fields,
+            )))
+        }
+        Err(e) => Err(Failure::from_tool_call(&e)),
+    };
+    ProbeOutcome {
+        kind: ProbeKind::HealthCheck,
+        tool: None,
+        duration: start.elapsed(),
+        result,
+    }
+}
+
+/// What a server's own health_check said about itself.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reported {
+    /// `healthy`, `ok`, `pass`, `up`.
+    Healthy,
+    /// `degraded`, `warn`.
+    Degraded,
+    /// `unhealthy`, `fail`, `down`, `error`, or `isError: true`.
+    Unhealthy,
+    /// Answered, but in no shape mcpmon can read a status from. Never taken
+    /// for a healthy self-report.
+    #[default]
+    Unreadable,
+}
 
 /// Longest field name exported as a label value.
 const MAX_FIELD_NAME: usize = 64;
@@ -15,10 +87,11 @@ const MAX_FIELD_NAME: usize = 64;
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 
 /// What one health_check call told us.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct HealthReport {
-    /// The status the server reported, if it reported one we understand.
-    pub status: Option<Reported>,
+    /// The status the server reported ([`Reported::Unreadable`] if none
+    /// could be read).
+    pub status: Reported,
     /// Numeric top-level fields, sanitised names, at most `max_fields`.
     pub fields: Vec<(String, f64)>,
     /// True when the tool said `isError: true`.
@@ -84,7 +157,7 @@ pub fn interpret(
         status.unwrap_or(Reported::Unreadable)
     };
     HealthReport {
-        status: Some(status),
+        status,
         fields: fields.unwrap_or_default(),
         is_error,
     }
@@ -215,7 +288,7 @@ mod tests {
         let v = json!({"status": "healthy", "uptime_seconds": 12, "request_count": 3,
                        "memory_mb": 41.5, "timestamp": "2026-11-29T00:00:00Z"});
         let r = interpret(Some(&v), &["ignored"], false, 16);
-        assert_eq!(r.status, Some(Reported::Healthy));
+        assert_eq!(r.status, Reported::Healthy);
         assert_eq!(
             r.fields,
             fields(&[
@@ -235,7 +308,7 @@ mod tests {
             false,
             16,
         );
-        assert_eq!(r.status, Some(Reported::Degraded));
+        assert_eq!(r.status, Reported::Degraded);
         assert_eq!(r.fields, fields(&[("connections", 7.0)]));
     }
 
@@ -247,24 +320,24 @@ mod tests {
             false,
             16,
         );
-        assert_eq!(r.status, Some(Reported::Unhealthy));
+        assert_eq!(r.status, Reported::Unhealthy);
         assert_eq!(r.fields, fields(&[("uptime", 5.0)]));
     }
 
     #[test]
     fn plain_words() {
         for (text, want) in [
-            ("ok", Some(Reported::Healthy)),
-            ("OK\n", Some(Reported::Healthy)),
-            ("\"pass\"", Some(Reported::Healthy)),
-            ("up", Some(Reported::Healthy)),
-            ("warn", Some(Reported::Degraded)),
-            ("degraded", Some(Reported::Degraded)),
-            ("fail", Some(Reported::Unhealthy)),
-            ("down", Some(Reported::Unhealthy)),
-            ("error", Some(Reported::Unhealthy)),
-            ("unhealthy", Some(Reported::Unhealthy)),
-            ("all systems nominal", Some(Reported::Unreadable)),
+            ("ok", Reported::Healthy),
+            ("OK\n", Reported::Healthy),
+            ("\"pass\"", Reported::Healthy),
+            ("up", Reported::Healthy),
+            ("warn", Reported::Degraded),
+            ("degraded", Reported::Degraded),
+            ("fail", Reported::Unhealthy),
+            ("down", Reported::Unhealthy),
+            ("error", Reported::Unhealthy),
+            ("unhealthy", Reported::Unhealthy),
+            ("all systems nominal", Reported::Unreadable),
         ] {
             assert_eq!(interpret(None, &[text], false, 16).status, want, "{text:?}");
         }
@@ -276,7 +349,7 @@ mod tests {
         // the same JSON in structuredContent.result and in a text block.
         let text = r#"{"status": "degraded", "queue_depth": 12}"#;
         let r = interpret(Some(&json!({ "result": text })), &[text], false, 16);
-        assert_eq!(r.status, Some(Reported::Degraded));
+        assert_eq!(r.status, Reported::Degraded);
         assert_eq!(r.fields, fields(&[("queue_depth", 12.0)]));
         // ... and the bare word.
         let r = interpret(
@@ -285,26 +358,26 @@ mod tests {
             false,
             16,
         );
-        assert_eq!(r.status, Some(Reported::Degraded));
+        assert_eq!(r.status, Reported::Degraded);
         // A bool return, and a JSON string holding a quoted word.
         let r = interpret(Some(&json!({"result": false})), &["false"], false, 16);
-        assert_eq!(r.status, Some(Reported::Unhealthy));
+        assert_eq!(r.status, Reported::Unhealthy);
         let r = interpret(None, &[r#""unhealthy""#], false, 16);
-        assert_eq!(r.status, Some(Reported::Unhealthy));
+        assert_eq!(r.status, Reported::Unhealthy);
     }
 
     #[test]
     fn a_dict_or_model_return_is_read_as_is() {
         let v = json!({"status": "ok", "connections": 3});
         let r = interpret(Some(&v), &[&v.to_string()], false, 16);
-        assert_eq!(r.status, Some(Reported::Healthy));
+        assert_eq!(r.status, Reported::Healthy);
         assert_eq!(r.fields, fields(&[("connections", 3.0)]));
     }
 
     #[test]
     fn a_status_less_structured_part_falls_back_to_the_text() {
         let r = interpret(Some(&json!({"load": 0.5})), &["warn"], false, 16);
-        assert_eq!(r.status, Some(Reported::Degraded));
+        assert_eq!(r.status, Reported::Degraded);
         assert_eq!(r.fields, fields(&[("load", 0.5)]));
     }
 
@@ -316,23 +389,23 @@ mod tests {
         }
         assert_eq!(
             interpret(Some(&v), &[], false, 16).status,
-            Some(Reported::Unreadable)
+            Reported::Unreadable
         );
     }
 
     #[test]
     fn is_error_is_unhealthy_whatever_the_text_says() {
         let r = interpret(None, &["ok"], true, 16);
-        assert_eq!(r.status, Some(Reported::Unhealthy));
+        assert_eq!(r.status, Reported::Unhealthy);
         assert!(r.is_error);
     }
 
     #[test]
     fn boolean_shapes() {
         let r = interpret(Some(&json!({"healthy": false})), &[], false, 16);
-        assert_eq!(r.status, Some(Reported::Unhealthy));
+        assert_eq!(r.status, Reported::Unhealthy);
         let r = interpret(Some(&json!({"status": true})), &[], false, 16);
-        assert_eq!(r.status, Some(Reported::Healthy));
+        assert_eq!(r.status, Reported::Healthy);
     }
 
     #[test]
@@ -362,7 +435,7 @@ mod tests {
 
     #[test]
     fn non_object_json_and_garbage_are_unreadable() {
-        let unreadable = Some(Reported::Unreadable);
+        let unreadable = Reported::Unreadable;
         assert_eq!(interpret(None, &["[1,2]"], false, 16).status, unreadable);
         assert_eq!(
             interpret(Some(&json!(42)), &[], false, 16).status,

@@ -15,6 +15,8 @@ use tokio::time::Instant;
 
 use serde::Serialize;
 
+pub use crate::probe::health_check::Reported;
+
 /// A server's health, as published.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -91,6 +93,9 @@ pub enum Reason {
     ConnectFailed,
     /// Connected, but the MCP handshake failed or timed out.
     HandshakeFailed,
+    /// The server sent requests faster than a client can be asked to serve
+    /// them; the session was dropped.
+    RequestFlood,
     /// The server's health_check said degraded.
     HealthCheckDegraded,
     /// The server's health_check said unhealthy.
@@ -103,7 +108,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Reason; 17] = [
+    pub const ALL: [Reason; 18] = [
         Reason::Starting,
         Reason::Ok,
         Reason::Slow,
@@ -117,6 +122,7 @@ impl Reason {
         Reason::Unreachable,
         Reason::ConnectFailed,
         Reason::HandshakeFailed,
+        Reason::RequestFlood,
         Reason::HealthCheckDegraded,
         Reason::HealthCheckUnhealthy,
         Reason::HealthCheckFailed,
@@ -139,27 +145,13 @@ impl Reason {
             Reason::Unreachable => "unreachable",
             Reason::ConnectFailed => "connect_failed",
             Reason::HandshakeFailed => "handshake_failed",
+            Reason::RequestFlood => "request_flood",
             Reason::HealthCheckDegraded => "health_check_degraded",
             Reason::HealthCheckUnhealthy => "health_check_unhealthy",
             Reason::HealthCheckFailed => "health_check_failed",
             Reason::HealthCheckUnreadable => "health_check_unreadable",
         }
     }
-}
-
-/// What a server's own health_check said about itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Reported {
-    /// `healthy`, `ok`, `pass`, `up`.
-    Healthy,
-    /// `degraded`, `warn`.
-    Degraded,
-    /// `unhealthy`, `fail`, `down`, `error`, or `isError: true`.
-    Unhealthy,
-    /// Answered, but in no shape mcpmon can read a status from. Never taken
-    /// for a healthy self-report.
-    Unreadable,
 }
 
 /// The state of the link to the server.

@@ -14,11 +14,11 @@ use serde::Serialize;
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::fleet::Snapshot;
-use crate::metrics::Metrics;
-use crate::session::Era;
-use crate::tracker::ServerStatus;
-use crate::verdict::{Reason, State};
+use super::metrics::Metrics;
+use crate::state::Snapshot;
+use crate::state::evidence::{ServerStatus, rfc3339};
+use crate::state::verdict::{Reason, State};
+use crate::transport::Era;
 
 /// What handlers can read.
 #[derive(Clone)]
@@ -82,7 +82,8 @@ async fn off_worker<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -
 
 async fn metrics(AxState(st): AxState<ApiState>) -> Response {
     let metrics = st.metrics.clone();
-    let Some(text) = off_worker(move || metrics.render()).await else {
+    let snap = st.fleet.borrow().clone();
+    let Some(text) = off_worker(move || metrics.render(&snap)).await else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
     (
@@ -123,8 +124,8 @@ impl<'a> ServerView<'a> {
             reason: s.reason,
             detail: &s.detail,
             transport: s.transport,
-            since: crate::tracker::rfc3339(s.since),
-            last_check: s.last_check.map(crate::tracker::rfc3339),
+            since: rfc3339(s.since),
+            last_check: s.last_check.map(rfc3339),
             response_time_ms: s.response_time_ms.map(|v| (v * 1000.0).round() / 1000.0),
             era: s.era,
             protocol_version: info.map(|i| i.protocol_version.as_str()),
@@ -136,20 +137,32 @@ impl<'a> ServerView<'a> {
     }
 }
 
-async fn fleet(AxState(st): AxState<ApiState>) -> Response {
+/// Query of `/health/fleet`.
+#[derive(serde::Deserialize)]
+struct FleetQuery {
+    /// Omit the per-server list (load balancers need only the verdict).
+    #[serde(default)]
+    summary: bool,
+}
+
+async fn fleet(
+    AxState(st): AxState<ApiState>,
+    axum::extract::Query(q): axum::extract::Query<FleetQuery>,
+) -> Response {
     let snap = st.fleet.borrow().clone();
     let (state, meets) = snap.verdict();
     // Serialized straight from borrowed views: no JSON value tree per server.
     let body = off_worker(move || {
         serde_json::to_vec(&FleetView {
             status: state,
+            generation: snap.generation,
             summary: snap.summary(),
             policy: PolicyView {
                 min_available_percentage: snap.policy.min_available_percentage,
                 degraded_is_available: snap.policy.degraded_is_available,
                 met: meets,
             },
-            servers: Servers(&snap),
+            servers: (!q.summary).then_some(Servers(&snap)),
         })
     })
     .await;
@@ -168,9 +181,11 @@ async fn fleet(AxState(st): AxState<ApiState>) -> Response {
 #[derive(Serialize)]
 struct FleetView<'a> {
     status: State,
-    summary: crate::fleet::Summary,
+    generation: u64,
+    summary: crate::state::Summary,
     policy: PolicyView,
-    servers: Servers<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    servers: Option<Servers<'a>>,
 }
 
 #[derive(Serialize)]
@@ -185,13 +200,13 @@ struct Servers<'a>(&'a Snapshot);
 
 impl Serialize for Servers<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.servers.values().map(|s| ServerView::new(s)))
+        serializer.collect_seq(self.0.servers.values().map(|r| ServerView::new(&r.status)))
     }
 }
 
 async fn server(AxState(st): AxState<ApiState>, Path(id): Path<String>) -> Response {
     let snap = st.fleet.borrow().clone();
-    let Some(s) = snap.servers.get(id.as_str()) else {
+    let Some(s) = snap.servers.get(id.as_str()).map(|r| &r.status) else {
         return (
             StatusCode::NOT_FOUND,
             axum::Json(json!({"error": "no such server"})),
@@ -201,7 +216,8 @@ async fn server(AxState(st): AxState<ApiState>, Path(id): Path<String>) -> Respo
     let Ok(mut body) = serde_json::to_value(ServerView::new(s)) else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
-    body["session_started"] = json!(s.session_started.map(crate::tracker::rfc3339));
+    body["generation"] = json!(snap.generation);
+    body["session_started"] = json!(s.session_started.map(rfc3339));
     body["sessions"] = json!(s.sessions);
     body["health_check"] = json!(s.health_check);
     body["events"] = json!(s.events);

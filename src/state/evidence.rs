@@ -1,6 +1,7 @@
-//! Per-server evidence: what the supervisor has seen, turned into the
+//! Per-server evidence: what the supervisor reported, turned into the
 //! verdict's [`Evidence`], the published [`ServerStatus`] and the event
-//! timeline. No I/O: the supervisor calls it with what happened and `now`.
+//! timeline. No I/O and no clock of its own: the state owner (or `mcpmon
+//! probe`) calls it with what happened and `now`.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -10,13 +11,13 @@ use tokio::time::Instant;
 
 use serde::Serialize;
 
-use crate::config::ServerSpec;
-use crate::health_check::HealthReport;
-use crate::session::{Era, ServerInfo};
-use crate::verdict::{
+use super::verdict::{
     Evidence, Hysteresis, Judgement, Link, Outcome, Reason, Reported, State, Thresholds,
     Transition, Window, judge,
 };
+use crate::config::ServerSpec;
+use crate::probe::{Answer, FailureReason, ProbeOutcome};
+use crate::transport::{Era, ProcessSample, ServerInfo};
 
 /// Share of one core a process tree must use between two samples to count
 /// as a sign of life.
@@ -112,7 +113,6 @@ pub struct Tracker {
     cpu_exported: f64,
     reported: Option<Reported>,
     health_check_failed: bool,
-    secrets: Vec<String>,
 }
 
 impl Tracker {
@@ -157,7 +157,6 @@ impl Tracker {
             cpu_exported: 0.0,
             reported: None,
             health_check_failed: false,
-            secrets: spec.secrets(),
         }
     }
 
@@ -230,35 +229,52 @@ impl Tracker {
         self.evaluate(now)
     }
 
-    /// A liveness probe ended; `was_late` if `liveness_late` was already
-    /// called for it (its timeout is in the window already).
-    pub fn liveness(
-        &mut self,
-        result: Result<Duration, &crate::session::RequestError>,
-        was_late: bool,
-        now: Instant,
-    ) -> Option<Transition> {
+    /// A probe ended. For a liveness probe, `was_late` says its timeout was
+    /// already recorded by [`Tracker::liveness_late`].
+    pub fn probe(&mut self, o: &ProbeOutcome, was_late: bool, now: Instant) -> Option<Transition> {
         self.status.last_check = Some(SystemTime::now());
-        match result {
-            Ok(rtt) => {
-                if !was_late {
-                    self.window.record(now, true, Outcome::Ok(rtt));
-                } else {
+        let timed_out = matches!(&o.result, Err(f) if f.reason == FailureReason::Timeout);
+        if !timed_out {
+            // Any answer, even an error, proves the server is there.
+            self.last_answer = now;
+        }
+        if o.kind.is_liveness() {
+            self.liveness(o, was_late, timed_out, now);
+        } else {
+            let outcome = match (&o.result, o.failure()) {
+                (Err(_), _) if timed_out => Outcome::Timeout,
+                (_, Some(FailureReason::Unreadable)) | (Ok(_), None) => Outcome::Ok(o.duration),
+                _ => Outcome::Error,
+            };
+            self.window.record(now, false, outcome);
+        }
+        match &o.result {
+            Ok(Answer::Health(report)) => self.health_report(Some(report.status), report, false),
+            Err(f) if o.kind == crate::probe::ProbeKind::HealthCheck => {
+                self.status.detail = format!("health_check: {}", self.scrub(&f.detail));
+                // A timed-out health check says nothing about what the server thinks.
+                self.health_report(None, &Default::default(), !timed_out);
+            }
+            _ => {}
+        }
+        self.evaluate(now)
+    }
+
+    fn liveness(&mut self, o: &ProbeOutcome, was_late: bool, timed_out: bool, now: Instant) {
+        match &o.result {
+            Ok(_) => {
+                if was_late {
                     // Its timeout is in the window already; the answer ends the episode.
                     self.window.recovered(now);
-                    self.status.detail = format!("liveness answered late, after {rtt:?}");
+                    self.status.detail = format!("liveness answered late, after {:?}", o.duration);
+                } else {
+                    self.window.record(now, true, Outcome::Ok(o.duration));
                 }
-                self.status.consecutive_failures = 0;
-                self.last_answer = now;
                 self.liveness_late = false;
-                self.status.response_time_ms = Some(ms(rtt));
+                self.status.consecutive_failures = 0;
+                self.status.response_time_ms = Some(ms(o.duration));
             }
-            Err(e) => {
-                let timed_out = matches!(e, crate::session::RequestError::Timeout(_));
-                if !timed_out {
-                    // An error answer still proves the server is there.
-                    self.last_answer = now;
-                }
+            Err(f) => {
                 if !was_late {
                     let outcome = if timed_out {
                         Outcome::Timeout
@@ -269,10 +285,28 @@ impl Tracker {
                     self.status.consecutive_failures += 1;
                 }
                 self.liveness_late = timed_out;
-                self.status.detail = self.scrub(&e.to_string());
+                self.status.detail = self.scrub(&f.detail);
             }
         }
-        self.evaluate(now)
+    }
+
+    fn health_report(
+        &mut self,
+        status: Option<Reported>,
+        report: &crate::probe::health_check::HealthReport,
+        failed: bool,
+    ) {
+        self.reported = status;
+        self.health_check_failed = failed || report.is_error;
+        if status == Some(Reported::Unreadable) {
+            self.status.detail = "health_check: no status in any shape mcpmon reads".to_owned();
+        }
+        self.status.health_check = Some(HealthCheckStatus {
+            status,
+            fields: report.fields.clone(),
+            failed: self.health_check_failed,
+            at: SystemTime::now(),
+        });
     }
 
     /// CPU seconds of the current process already added to the exported counter.
@@ -292,12 +326,8 @@ impl Tracker {
 
     /// A sample of the stdio process tree: stopped state, and CPU time
     /// advancing as a sign of life.
-    pub fn process(
-        &mut self,
-        sample: &crate::procstat::Sample,
-        now: Instant,
-    ) -> Option<Transition> {
-        use crate::procstat::RunState;
+    pub fn process(&mut self, sample: &ProcessSample, now: Instant) -> Option<Transition> {
+        use crate::transport::procstat::RunState;
         // Housekeeping and the tail of the last answer burn a little CPU even
         // in a silent process; busy means a real share of a core.
         if let Some((prev, at)) = self.last_cpu {
@@ -321,48 +351,6 @@ impl Tracker {
         None
     }
 
-    /// A health_check call ended: its report, or why it failed.
-    pub fn health_check(
-        &mut self,
-        result: Result<(Duration, HealthReport), &crate::session::RequestError>,
-        now: Instant,
-    ) -> Option<Transition> {
-        self.status.last_check = Some(SystemTime::now());
-        let (status, fields, failed) = match result {
-            Ok((took, report)) => {
-                self.last_answer = now;
-                let outcome = if report.is_error {
-                    Outcome::Error
-                } else {
-                    Outcome::Ok(took)
-                };
-                self.window.record(now, false, outcome);
-                (report.status, report.fields, report.is_error)
-            }
-            Err(e) => {
-                let outcome = match e {
-                    crate::session::RequestError::Timeout(_) => Outcome::Timeout,
-                    _ => {
-                        self.last_answer = now;
-                        Outcome::Error
-                    }
-                };
-                self.window.record(now, false, outcome);
-                self.status.detail = format!("health_check: {}", self.scrub(&e.to_string()));
-                (None, Vec::new(), !matches!(outcome, Outcome::Timeout))
-            }
-        };
-        self.reported = status;
-        self.health_check_failed = failed;
-        self.status.health_check = Some(HealthCheckStatus {
-            status,
-            fields,
-            failed,
-            at: SystemTime::now(),
-        });
-        self.evaluate(now)
-    }
-
     /// Re-judge with no new result (time passing can make a server stuck).
     pub fn tick(&mut self, now: Instant) -> Option<Transition> {
         self.evaluate(now)
@@ -383,16 +371,6 @@ impl Tracker {
             _ => self.last_answer,
         };
         now.saturating_duration_since(last)
-    }
-
-    /// A synthetic tool call ended (answered, or how it failed).
-    pub fn tool_call(&mut self, outcome: Outcome, now: Instant) -> Option<Transition> {
-        self.status.last_check = Some(SystemTime::now());
-        if !matches!(outcome, Outcome::Timeout) {
-            self.last_answer = now;
-        }
-        self.window.record(now, false, outcome);
-        self.evaluate(now)
     }
 
     /// What the evidence says right now, before hysteresis (for one-shot checks).
@@ -457,15 +435,11 @@ impl Tracker {
         });
     }
 
-    /// Remove every configured secret from text that may be published.
+    /// Remove every registered secret from text that may be published,
+    /// then bound it.
     pub fn scrub(&self, text: &str) -> String {
-        let mut out = crate::session::truncate(text, 500);
-        for s in &self.secrets {
-            if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), "<redacted>");
-            }
-        }
-        out
+        // Scrub first: a cut through a secret would leave its prefix.
+        crate::transport::truncate(&crate::redact::redact(text), 500)
     }
 }
 

@@ -1,5 +1,6 @@
 //! `mcpmon probe`: one session, a few liveness probes, the health_check tool
-//! if listed, an optional tool call, and the same judgment the service uses.
+//! if listed, an optional tool call: the service's probe layer run once, and
+//! the same evidence and judgment.
 
 use std::time::Duration;
 
@@ -8,10 +9,13 @@ use tokio::time::Instant;
 use serde::Serialize;
 
 use crate::config::ServerSpec;
-use crate::health_check::HealthReport;
-use crate::session::{Era, ServerInfo, Session};
-use crate::tracker::Tracker;
-use crate::verdict::{Outcome, Reason, State};
+use crate::probe::health_check::{HealthCheckSpec, HealthReport};
+use crate::probe::{self, Answer};
+use crate::state::evidence::Tracker;
+use crate::state::verdict::{Reason, State};
+use crate::supervise::server::reason_of;
+use crate::transport::session::RmcpSession;
+use crate::transport::{Era, ServerInfo, Session, ToolCall};
 
 /// What to do beyond the handshake.
 #[derive(Clone, Debug)]
@@ -70,70 +74,72 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
         detail: String::new(),
     };
     let started = Instant::now();
-    let session = match Session::open(spec, http, None, Default::default()).await {
+    let session = match RmcpSession::open(spec, http, None).await {
         Ok(session) => session,
         Err(e) => {
-            tracker.link_down(e.reason, &e.to_string(), Instant::now());
+            let reason = reason_of(e.failure);
+            tracker.link_down(reason, &e.to_string(), Instant::now());
             report.state = State::Unhealthy;
-            report.reason = e.reason;
+            report.reason = reason;
             report.detail = tracker.scrub(&e.to_string());
             return report;
         }
     };
+    let boxed: Box<dyn Session> = Box::new(session);
+    let session: &dyn Session = boxed.as_ref();
     let handshake = started.elapsed();
     report.handshake_ms = Some(ms(handshake));
-    report.era = Some(session.era);
-    report.server_info = Some(session.info.clone());
+    report.era = Some(session.era());
+    report.server_info = Some(session.info().clone());
     match session.list_tools(s.request_timeout.0).await {
         Ok(tools) => report.tools = tools,
-        Err(e) => report.detail = format!("tools/list: {e}"),
+        Err(e) => report.detail = tracker.scrub(&format!("tools/list: {e}")),
     }
     tracker.session_opened(
-        session.era,
-        session.info.clone(),
+        session.era(),
+        session.info().clone(),
         Some(report.tools.len()),
         handshake,
         Instant::now(),
     );
     for _ in 0..opts.pings {
-        let r = session.liveness(s.ping_timeout.0).await;
-        match &r {
-            Ok(rtt) => report.ping_ms.push(ms(*rtt)),
-            Err(e) => report.ping_errors.push(tracker.scrub(&e.to_string())),
+        let o = probe::liveness::run(session, s.ping_timeout.0).await;
+        match &o.result {
+            Ok(_) => report.ping_ms.push(ms(o.duration)),
+            Err(f) => report.ping_errors.push(tracker.scrub(&f.detail)),
         }
-        tracker.liveness(r.as_ref().copied(), false, Instant::now());
+        tracker.probe(&o, false, Instant::now());
     }
     if report.tools.iter().any(|t| t == &s.health_check_tool) {
-        let r = session
-            .health_check(
-                &s.health_check_tool,
-                &s.health_check_arguments,
-                s.health_check_timeout.0,
-                s.health_check_max_fields,
-            )
-            .await;
-        if let Ok((_, h)) = &r {
+        let spec = HealthCheckSpec {
+            tool: &s.health_check_tool,
+            arguments: &s.health_check_arguments,
+            max_fields: s.health_check_max_fields,
+        };
+        let o = probe::health_check::run(session, &spec, s.health_check_timeout.0).await;
+        if let Ok(Answer::Health(h)) = &o.result {
             report.health_check = Some(h.clone());
         }
-        tracker.health_check(r.as_ref().map(|(d, h)| (*d, h.clone())), Instant::now());
+        tracker.probe(&o, false, Instant::now());
     }
     if let Some((tool, args)) = &opts.call {
         let start = Instant::now();
         let r = session
-            .call_tool(tool, args.clone(), s.request_timeout.0)
+            .call_tool(ToolCall {
+                name: tool.clone(),
+                arguments: args.clone(),
+                timeout: s.request_timeout.0,
+                max: s.request_timeout.0,
+                progress_resets: false,
+            })
             .await;
-        let outcome = match &r {
-            Ok(res) if res.is_error != Some(true) => Outcome::Ok(start.elapsed()),
-            Ok(_) => Outcome::Error,
-            Err(crate::session::RequestError::Timeout(_)) => Outcome::Timeout,
-            Err(_) => Outcome::Error,
-        };
-        report.call = Some(match r {
+        let took = start.elapsed();
+        report.call = Some(match &r {
             Ok(res) => {
                 let text: Vec<String> = res
                     .content
                     .iter()
-                    .filter_map(|c| c.as_text().map(|t| crate::session::truncate(&t.text, 500)))
+                    .filter_map(|c| c.as_text().map(|t| tracker.scrub(&t.text)))
                     .collect();
                 if res.is_error == Some(true) {
                     Err(text.join("\n"))
@@ -141,9 +147,24 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
                     Ok(text.join("\n"))
                 }
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(tracker.scrub(&e.to_string())),
         });
-        tracker.tool_call(outcome, Instant::now());
+        let outcome = probe::ProbeOutcome {
+            kind: probe::ProbeKind::Tool,
+            tool: None,
+            duration: took,
+            result: match r {
+                Ok(res) if res.is_error == Some(true) => Err(probe::Failure {
+                    reason: probe::FailureReason::ToolError,
+                    detail: "isError: true".to_owned(),
+                    link_lost: false,
+                    cancelled: None,
+                }),
+                Ok(_) => Ok(Answer::Alive),
+                Err(e) => Err(probe::Failure::from_tool_call(&e)),
+            },
+        };
+        tracker.probe(&outcome, false, Instant::now());
     }
     let j = tracker.judgement(Instant::now());
     report.state = j.state;
@@ -151,7 +172,7 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
     if j.reason != Reason::Ok && report.detail.is_empty() {
         report.detail = tracker.status().detail.clone();
     }
-    session.close(Duration::from_secs(2)).await;
+    boxed.close(Duration::from_secs(2)).await;
     report
 }
 

@@ -11,10 +11,14 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::server::Supervisor;
 use crate::config::{Config, ServerSpec};
-use crate::fleet::FleetMsg;
-use crate::metrics::Metrics;
-use crate::supervisor::Supervisor;
+use crate::state::Msg;
+use crate::transport::Connector;
+use crate::transport::session::RmcpConnector;
+
+/// Makes the connector for a server; tests hand in fakes.
+pub type MakeConnector = Arc<dyn Fn(&ServerSpec) -> Arc<dyn Connector> + Send + Sync>;
 
 struct Running {
     spec: ServerSpec,
@@ -38,43 +42,56 @@ pub struct Diff {
 /// Every running supervisor, by server id.
 pub struct Supervisors {
     running: HashMap<String, Running>,
-    http: reqwest::Client,
-    metrics: Arc<Metrics>,
-    fleet: mpsc::Sender<FleetMsg>,
+    connect: MakeConnector,
+    state: mpsc::Sender<Msg>,
     cancel: CancellationToken,
 }
 
 impl Supervisors {
-    /// An empty set; supervisors get child tokens of `cancel`.
-    pub fn new(
-        http: reqwest::Client,
-        metrics: Arc<Metrics>,
-        fleet: mpsc::Sender<FleetMsg>,
+    /// An empty set whose servers are reached through real sessions over
+    /// `http` (or stdio); supervisors get child tokens of `cancel`.
+    pub fn new(http: reqwest::Client, state: mpsc::Sender<Msg>, cancel: CancellationToken) -> Self {
+        let connect: MakeConnector = Arc::new(move |spec: &ServerSpec| {
+            Arc::new(RmcpConnector {
+                spec: spec.clone(),
+                http: http.clone(),
+            }) as Arc<dyn Connector>
+        });
+        Self::with_connector(connect, state, cancel)
+    }
+
+    /// An empty set whose sessions come from `connect`.
+    pub fn with_connector(
+        connect: MakeConnector,
+        state: mpsc::Sender<Msg>,
         cancel: CancellationToken,
     ) -> Self {
         Supervisors {
             running: HashMap::new(),
-            http,
-            metrics,
-            fleet,
+            connect,
+            state,
             cancel,
         }
     }
 
-    fn start(&mut self, spec: ServerSpec) {
+    async fn start(&mut self, spec: ServerSpec) {
         let cancel = self.cancel.child_token();
+        let shared = Arc::new(spec.clone());
+        let (stuck_tx, stuck_rx) = tokio::sync::watch::channel(0);
+        // The owner learns of the server before its first event.
+        let _ = self
+            .state
+            .send(Msg::Add {
+                spec: shared.clone(),
+                stuck: stuck_tx,
+            })
+            .await;
         let sup = Supervisor {
-            spec: spec.clone(),
-            http: self.http.clone(),
-            series: self.metrics.add_server(
-                &spec.id,
-                &spec
-                    .tool_probes
-                    .iter()
-                    .map(|t| t.tool.clone())
-                    .collect::<Vec<_>>(),
-            ),
-            fleet: self.fleet.clone(),
+            id: Arc::from(spec.id.as_str()),
+            connector: (self.connect)(&spec),
+            spec: shared,
+            state: self.state.clone(),
+            stuck: stuck_rx,
             cancel: cancel.clone(),
         };
         let handle = tokio::spawn(sup.run());
@@ -125,19 +142,16 @@ impl Supervisors {
         let mut stop = diff.removed.clone();
         stop.extend(diff.changed.iter().cloned());
         self.stop(&stop, deadline).await;
-        for id in &stop {
-            self.metrics.forget(id);
-        }
         for id in &diff.removed {
-            // The fleet owner outlives every supervisor; a closed channel means shutdown.
-            let _ = self.fleet.send(FleetMsg::Remove(id.clone())).await;
+            // The owner outlives every supervisor; a closed channel means shutdown.
+            let _ = self.state.send(Msg::Remove(Arc::from(id.as_str()))).await;
         }
         for spec in &config.servers {
             if !self.running.contains_key(&spec.id) {
                 if !diff.changed.contains(&spec.id) {
                     diff.added.push(spec.id.clone());
                 }
-                self.start(spec.clone());
+                self.start(spec.clone()).await;
             }
         }
         diff.removed.sort();

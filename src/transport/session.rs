@@ -21,15 +21,16 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 
-use crate::lean_ping::{Lean, LeanPinger, Recorder};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientCacheConfig, ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
-use serde::Serialize;
 
-use crate::child::{self, Child};
+use super::child::{self, Child};
+use super::lean_ping::{Lean, LeanPinger, Recorder};
+use super::{
+    BoxFuture, Connector, Era, LinkFailure, OpenError, Progress, RequestError, ServerInfo, Session,
+    ToolCall, ToolCallError, truncate,
+};
 use crate::config::{MODERN_VERSION, Protocol, ServerSpec, TransportSpec};
-use crate::health_check::HealthReport;
-use crate::verdict::Reason;
 
 /// Largest single stdio message accepted from a server.
 const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
@@ -37,166 +38,72 @@ const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 pub const MAX_TOOLS: usize = 1024;
 const MAX_TOOL_PAGES: usize = 16;
 
-/// The protocol era a session speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Era {
-    /// `initialize` handshake, liveness by `ping`.
-    Legacy,
-    /// No handshake, liveness by `server/discover`.
-    Modern,
-}
-
-/// Who the server says it is.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct ServerInfo {
-    /// Negotiated protocol revision.
-    pub protocol_version: String,
-    /// Implementation name.
-    pub name: String,
-    /// Implementation version.
-    pub version: String,
-}
-
-/// Why a request failed, classified.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum RequestError {
-    /// No answer before the deadline.
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
-    /// The transport is gone (stdio pipe closed).
-    #[error("transport closed")]
-    Closed,
-    /// Connection refused or reset, or the name does not resolve.
-    #[error("unreachable: {0}")]
-    Unreachable(String),
-    /// Any other transport failure (HTTP status, TLS, protocol violation).
-    #[error("transport error: {0}")]
-    Transport(String),
-    /// The server answered with a JSON-RPC error.
-    #[error("server error {code}: {message}")]
-    Rpc {
-        /// JSON-RPC error code.
-        code: i32,
-        /// Its message, truncated.
-        message: String,
-    },
-    /// The server answered with something that is not the expected result.
-    #[error("unexpected answer")]
-    Unexpected,
-}
-
-impl RequestError {
-    /// Every value [`RequestError::label`] can return.
-    pub const LABELS: [&'static str; 6] = [
-        "timeout",
-        "closed",
-        "unreachable",
-        "transport",
-        "rpc_error",
-        "invalid_result",
-    ];
-
-    /// True when the failure means the link itself is gone.
-    pub fn is_transport_death(&self) -> bool {
-        matches!(self, RequestError::Closed | RequestError::Unreachable(_))
-    }
-
-    /// The bounded label value for `mcpmon_probe_failures_total{reason}`.
-    pub fn label(&self) -> &'static str {
-        match self {
-            RequestError::Timeout(_) => "timeout",
-            RequestError::Closed => "closed",
-            RequestError::Unreachable(_) => "unreachable",
-            RequestError::Transport(_) => "transport",
-            RequestError::Rpc { .. } => "rpc_error",
-            RequestError::Unexpected => "invalid_result",
-        }
-    }
-
-    fn classify(e: ServiceError, timeout: Duration) -> RequestError {
-        match e {
-            ServiceError::Timeout { .. } => RequestError::Timeout(timeout),
-            ServiceError::TransportClosed => RequestError::Closed,
-            ServiceError::McpError(e) => RequestError::Rpc {
-                code: e.code.0,
-                message: truncate(&e.message, 200),
-            },
-            ServiceError::TransportSend(e) => classify_transport(e.error.as_ref()),
-            ServiceError::Cancelled { .. } => RequestError::Closed,
-            _ => RequestError::Unexpected,
-        }
+fn classify(e: ServiceError, timeout: Duration) -> RequestError {
+    match e {
+        ServiceError::Timeout { .. } => RequestError::Timeout(timeout),
+        ServiceError::TransportClosed => RequestError::Closed,
+        ServiceError::McpError(e) => RequestError::Rpc {
+            code: e.code.0,
+            message: truncate(&e.message, 200),
+        },
+        ServiceError::TransportSend(e) => classify_transport(e.error.as_ref()),
+        ServiceError::Cancelled { .. } => RequestError::Closed,
+        _ => RequestError::Unexpected,
     }
 }
 
-/// Why a synthetic tool call failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ToolCallError {
-    /// No answer and no progress for the request timeout: cancelled.
-    #[error("no progress within {0:?}; cancelled")]
-    IdleTimeout(Duration),
-    /// The maximum request timeout passed, progress or not: cancelled.
-    #[error("still running at the {0:?} cap; cancelled")]
-    MaxTimeout(Duration),
-    /// Anything else.
-    #[error(transparent)]
-    Request(#[from] RequestError),
-}
-
-/// Why opening a session failed.
-#[derive(Debug, thiserror::Error)]
-#[error("{phase}: {detail}")]
-pub struct OpenError {
-    /// The verdict reason this failure maps to.
-    pub reason: Reason,
-    /// Which phase failed: `spawn`, `connect` or `handshake`.
-    pub phase: &'static str,
-    /// What happened.
-    pub detail: String,
-}
-
-/// Signs of life the server gives outside of our requests.
+/// Progress notifications the server sent for mcpmon's requests.
 #[derive(Debug, Default)]
-pub struct Activity {
-    progress: AtomicU64,
-    last_by_token: std::sync::Mutex<Vec<(String, Instant)>>,
-    /// Where intervals between progress notifications are recorded. The
-    /// series appears with the first interval, so servers that never send
-    /// progress cost no series.
-    pub series: Option<Arc<crate::metrics::ServerSeries>>,
+struct Activity {
+    count: AtomicU64,
+    state: std::sync::Mutex<Intervals>,
+}
+
+#[derive(Debug, Default)]
+struct Intervals {
+    /// Last notification time per request, for the requests seen last.
+    last_by_token: Vec<(i64, Instant)>,
+    /// Intervals not yet collected by [`Session::progress`].
+    pending: Vec<f64>,
 }
 
 /// Requests whose last progress time is remembered for interval measurement.
 const PROGRESS_TOKENS_KEPT: usize = 16;
+/// Intervals held between two collections; more are dropped (counted still).
+const PENDING_INTERVALS: usize = 64;
 
 impl Activity {
-    /// Activity that records progress intervals into a server's series.
-    pub fn with_series(series: Arc<crate::metrics::ServerSeries>) -> Self {
-        Activity {
-            series: Some(series),
-            ..Activity::default()
-        }
-    }
-
-    /// Progress notifications received so far.
-    pub fn progress_count(&self) -> u64 {
-        self.progress.load(Ordering::Relaxed)
-    }
-
-    fn note_progress(&self, token: String) {
-        self.progress.fetch_add(1, Ordering::Relaxed);
+    fn note_progress(&self, token: &rmcp::model::ProgressToken) {
+        // rmcp numbers the progress tokens of the requests it sends; a
+        // string token answers nothing mcpmon asked and is no sign of life.
+        let rmcp::model::NumberOrString::Number(token) = token.0 else {
+            return;
+        };
+        self.count.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
-        let mut last = self.last_by_token.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(entry) = last.iter_mut().find(|(t, _)| *t == token) {
-            if let Some(series) = &self.series {
-                series.observe_progress_interval(now.duration_since(entry.1).as_secs_f64());
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let Intervals {
+            last_by_token,
+            pending,
+        } = &mut *st;
+        if let Some(entry) = last_by_token.iter_mut().find(|(t, _)| *t == token) {
+            if pending.len() < PENDING_INTERVALS {
+                pending.push(now.duration_since(entry.1).as_secs_f64());
             }
             entry.1 = now;
         } else {
-            if last.len() == PROGRESS_TOKENS_KEPT {
-                last.remove(0);
+            if last_by_token.len() == PROGRESS_TOKENS_KEPT {
+                last_by_token.remove(0);
             }
-            last.push((token, now));
+            last_by_token.push((token, now));
+        }
+    }
+
+    fn take(&self) -> Progress {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        Progress {
+            count: self.count.load(Ordering::Relaxed),
+            intervals: std::mem::take(&mut st.pending),
         }
     }
 }
@@ -224,31 +131,41 @@ impl ClientHandler for Monitor {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
-        self.activity
-            .note_progress(format!("{:?}", params.progress_token));
+        self.activity.note_progress(&params.progress_token);
         std::future::ready(())
     }
 }
 
 /// An open session.
-pub struct Session {
+pub struct RmcpSession {
     service: RunningService<RoleClient, Monitor>,
     child: Option<Child>,
-    /// Era spoken.
-    pub era: Era,
-    /// Who the server says it is.
-    pub info: ServerInfo,
-    /// When the session opened.
-    pub opened: Instant,
-    /// Signs of life.
-    pub activity: Arc<Activity>,
-    /// Whether the server lists the configured health tool (set by the supervisor).
-    pub has_health_check: bool,
+    era: Era,
+    info: ServerInfo,
+    activity: Arc<Activity>,
     /// Pings without rmcp (Streamable HTTP sessions).
     lean: Option<LeanPinger>,
 }
 
-impl Session {
+/// Opens [`RmcpSession`]s to one configured server.
+#[derive(Clone)]
+pub struct RmcpConnector {
+    /// The server.
+    pub spec: ServerSpec,
+    /// The shared HTTP client (keep-alive pool).
+    pub http: reqwest::Client,
+}
+
+impl Connector for RmcpConnector {
+    fn open(&self, hint: Option<Era>) -> BoxFuture<'_, Result<Box<dyn Session>, OpenError>> {
+        Box::pin(async move {
+            let s = RmcpSession::open(&self.spec, &self.http, hint).await?;
+            Ok(Box::new(s) as Box<dyn Session>)
+        })
+    }
+}
+
+impl RmcpSession {
     /// Open a session: spawn or connect, then the handshake the era needs,
     /// all within the server's `connect_timeout`. `hint` is the era this
     /// server spoke last time, which skips detection under `protocol: auto`.
@@ -256,8 +173,8 @@ impl Session {
         spec: &ServerSpec,
         http: &reqwest::Client,
         hint: Option<Era>,
-        activity: Arc<Activity>,
-    ) -> Result<Session, OpenError> {
+    ) -> Result<RmcpSession, OpenError> {
+        let activity = Arc::new(Activity::default());
         let (lifecycle, legacy_version) = lifecycle(&spec.protocol, hint);
         let detecting = matches!(lifecycle, ClientLifecycleMode::Auto { .. });
         match Self::open_with(
@@ -275,7 +192,10 @@ impl Session {
             // transport, so start afresh and speak legacy from the start.
             Err(first)
                 if detecting
-                    && matches!(first.reason, Reason::Exited | Reason::HandshakeFailed) =>
+                    && matches!(
+                        first.failure,
+                        LinkFailure::Exited | LinkFailure::HandshakeFailed
+                    ) =>
             {
                 tracing::debug!(server = %spec.id, error = %first, "server/discover failed; retrying with initialize");
                 Self::open_with(
@@ -307,7 +227,7 @@ impl Session {
         lifecycle: ClientLifecycleMode,
         legacy_version: ProtocolVersion,
         activity: Arc<Activity>,
-    ) -> Result<Session, OpenError> {
+    ) -> Result<RmcpSession, OpenError> {
         let deadline = spec.settings.connect_timeout.0;
         let handler = Monitor {
             activity: activity.clone(),
@@ -317,7 +237,7 @@ impl Session {
         let (service, child) = match &spec.transport {
             TransportSpec::Stdio { .. } => {
                 let spawned = child::spawn(&spec.id, &spec.transport).map_err(|e| OpenError {
-                    reason: Reason::ConnectFailed,
+                    failure: LinkFailure::ConnectFailed,
                     phase: "spawn",
                     detail: e.to_string(),
                 })?;
@@ -342,12 +262,12 @@ impl Session {
                         child.shutdown(Duration::from_millis(500)).await;
                         return Err(match exit {
                             Some(exit) => OpenError {
-                                reason: Reason::Exited,
+                                failure: LinkFailure::Exited,
                                 phase: "handshake",
                                 detail: format!("process {exit} during the handshake"),
                             },
                             None => OpenError {
-                                reason: Reason::HandshakeFailed,
+                                failure: LinkFailure::HandshakeFailed,
                                 phase: "handshake",
                                 detail: truncate(&e.to_string(), 300),
                             },
@@ -356,7 +276,7 @@ impl Session {
                     Err(_) => {
                         child.shutdown(Duration::from_millis(500)).await;
                         return Err(OpenError {
-                            reason: Reason::HandshakeFailed,
+                            failure: LinkFailure::HandshakeFailed,
                             phase: "handshake",
                             detail: format!("no handshake within {deadline:?}"),
                         });
@@ -397,7 +317,7 @@ impl Session {
                     Ok(Err(e)) => return Err(classify_open(&e)),
                     Err(_) => {
                         return Err(OpenError {
-                            reason: Reason::HandshakeFailed,
+                            failure: LinkFailure::HandshakeFailed,
                             phase: "handshake",
                             detail: format!("no handshake within {deadline:?}"),
                         });
@@ -431,14 +351,12 @@ impl Session {
         } else {
             Era::Legacy
         };
-        Ok(Session {
+        Ok(RmcpSession {
             service,
             child,
             era,
             info,
-            opened: Instant::now(),
             activity,
-            has_health_check: false,
             lean,
         })
     }
@@ -448,8 +366,7 @@ impl Session {
         self.child.as_ref()
     }
 
-    /// The liveness probe of the era: `ping` (legacy) or `server/discover` (modern).
-    pub async fn liveness(&self, timeout: Duration) -> Result<Duration, RequestError> {
+    async fn liveness_request(&self, timeout: Duration) -> Result<Duration, RequestError> {
         let start = Instant::now();
         if let Some(answered) = self.lean_ping(timeout).await {
             return answered;
@@ -469,7 +386,7 @@ impl Session {
         }
     }
 
-    /// A legacy HTTP ping sent without rmcp (see [`crate::lean_ping`]).
+    /// A legacy HTTP ping sent without rmcp (see [`super::lean_ping`]).
     /// `None` when this session cannot take that path or the answer was not
     /// plain; the caller then asks rmcp within what is left of `timeout`.
     pub async fn lean_ping(&self, timeout: Duration) -> Option<Result<Duration, RequestError>> {
@@ -484,8 +401,7 @@ impl Session {
         }
     }
 
-    /// Tool names, following pagination, at most [`MAX_TOOLS`].
-    pub async fn list_tools(&self, timeout: Duration) -> Result<Vec<String>, RequestError> {
+    async fn tools(&self, timeout: Duration) -> Result<Vec<String>, RequestError> {
         let mut names = Vec::new();
         let mut cursor = None;
         for _ in 0..MAX_TOOL_PAGES {
@@ -513,43 +429,22 @@ impl Session {
         Ok(names)
     }
 
-    /// Call a tool under a deadline (rmcp cancels it on expiry).
-    pub async fn call_tool(
-        &self,
-        name: &str,
-        arguments: serde_json::Map<String, serde_json::Value>,
-        timeout: Duration,
-    ) -> Result<CallToolResult, RequestError> {
-        let mut params = CallToolRequestParams::new(name.to_owned());
-        params.arguments = Some(arguments);
+    async fn tool_call(&self, call: ToolCall) -> Result<CallToolResult, ToolCallError> {
+        let mut params = CallToolRequestParams::new(call.name);
+        params.arguments = Some(call.arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        match self.request(request, timeout).await? {
-            ServerResult::CallToolResult(r) => Ok(r),
-            _ => Err(RequestError::Unexpected),
+        let (idle, max) = (call.timeout, call.max.max(call.timeout));
+        let mut options = PeerRequestOptions::with_timeout(idle);
+        if call.progress_resets {
+            options = options
+                .reset_timeout_on_progress()
+                .with_max_total_timeout(max);
         }
-    }
-
-    /// A synthetic tool call: its deadline is pushed back by each progress
-    /// notification, but never past `max`; on expiry rmcp cancels the call the
-    /// way the era requires and the session stays open.
-    pub async fn call_tool_with_progress(
-        &self,
-        name: &str,
-        arguments: serde_json::Map<String, serde_json::Value>,
-        idle: Duration,
-        max: Duration,
-    ) -> Result<CallToolResult, ToolCallError> {
-        let mut params = CallToolRequestParams::new(name.to_owned());
-        params.arguments = Some(arguments);
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let options = PeerRequestOptions::with_timeout(idle)
-            .reset_timeout_on_progress()
-            .with_max_total_timeout(max);
         let peer = self.service.peer();
         let handle = tokio::time::timeout(max, peer.send_request_with_option(request, options))
             .await
             .map_err(|_| ToolCallError::MaxTimeout(max))?
-            .map_err(|e| ToolCallError::Request(RequestError::classify(e, idle)))?;
+            .map_err(|e| ToolCallError::Request(classify(e, idle)))?;
         match handle.await_response().await {
             Ok(ServerResult::CallToolResult(r)) => Ok(r),
             Ok(_) => Err(ToolCallError::Request(RequestError::Unexpected)),
@@ -557,35 +452,12 @@ impl Session {
             Err(ServiceError::Timeout { timeout }) if timeout == max && idle != max => {
                 Err(ToolCallError::MaxTimeout(max))
             }
+            Err(ServiceError::Timeout { .. }) if !call.progress_resets => {
+                Err(ToolCallError::Request(RequestError::Timeout(idle)))
+            }
             Err(ServiceError::Timeout { .. }) => Err(ToolCallError::IdleTimeout(idle)),
-            Err(e) => Err(ToolCallError::Request(RequestError::classify(e, idle))),
+            Err(e) => Err(ToolCallError::Request(classify(e, idle))),
         }
-    }
-
-    /// Call the health tool and read its answer.
-    pub async fn health_check(
-        &self,
-        tool: &str,
-        arguments: &std::collections::BTreeMap<String, serde_json::Value>,
-        timeout: Duration,
-        max_fields: usize,
-    ) -> Result<(Duration, HealthReport), RequestError> {
-        let start = Instant::now();
-        let args = arguments.clone().into_iter().collect();
-        let result = self.call_tool(tool, args, timeout).await?;
-        let took = start.elapsed();
-        let texts: Vec<&str> = result
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-            .collect();
-        let report = crate::health_check::interpret(
-            result.structured_content.as_ref(),
-            &texts,
-            result.is_error.unwrap_or(false),
-            max_fields,
-        );
-        Ok((took, report))
     }
 
     async fn request(
@@ -601,24 +473,67 @@ impl Session {
         )
         .await
         .map_err(|_| RequestError::Timeout(timeout))?
-        .map_err(|e| RequestError::classify(e, timeout))?;
+        .map_err(|e| classify(e, timeout))?;
         sent.await_response()
             .await
-            .map_err(|e| RequestError::classify(e, timeout))
+            .map_err(|e| classify(e, timeout))
+    }
+}
+
+impl Session for RmcpSession {
+    fn era(&self) -> Era {
+        self.era
     }
 
-    /// Whether rmcp has seen the transport close (reliable for stdio only).
-    pub fn transport_closed(&self) -> bool {
-        self.service.peer().is_transport_closed()
+    fn info(&self) -> &ServerInfo {
+        &self.info
+    }
+
+    fn liveness(&self, timeout: Duration) -> BoxFuture<'_, Result<Duration, RequestError>> {
+        Box::pin(self.liveness_request(timeout))
+    }
+
+    fn list_tools(&self, timeout: Duration) -> BoxFuture<'_, Result<Vec<String>, RequestError>> {
+        Box::pin(self.tools(timeout))
+    }
+
+    fn call_tool(&self, call: ToolCall) -> BoxFuture<'_, Result<CallToolResult, ToolCallError>> {
+        Box::pin(self.tool_call(call))
+    }
+
+    fn gone(&self) -> BoxFuture<'_, String> {
+        Box::pin(async move {
+            match &self.child {
+                Some(c) => format!("process {}", c.exited().await),
+                None => std::future::pending().await,
+            }
+        })
+    }
+
+    fn death(&self) -> LinkFailure {
+        match self.child {
+            Some(_) => LinkFailure::Exited,
+            None => LinkFailure::Unreachable,
+        }
+    }
+
+    fn process(&self) -> Option<super::ProcessSample> {
+        super::procstat::sample(self.child.as_ref()?.pid())
+    }
+
+    fn progress(&self) -> Progress {
+        self.activity.take()
     }
 
     /// Close politely: stop the service (closing stdin / ending the HTTP
     /// session), then the stdio shutdown sequence. Bounded by `grace * 4`.
-    pub async fn close(mut self, grace: Duration) {
-        let _ = self.service.close_with_timeout(grace).await;
-        if let Some(child) = self.child.take() {
-            child.shutdown(grace).await;
-        }
+    fn close(mut self: Box<Self>, grace: Duration) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let _ = self.service.close_with_timeout(grace).await;
+            if let Some(child) = self.child.take() {
+                child.shutdown(grace).await;
+            }
+        })
     }
 }
 
@@ -706,12 +621,12 @@ fn classify_open(e: &rmcp::service::ClientInitializeError) -> OpenError {
     };
     let detail = truncate(&detail, 300);
     let (reason, phase) = match class {
-        Some(RequestError::Unreachable(_)) => (Reason::Unreachable, "connect"),
-        Some(_) => (Reason::ConnectFailed, "connect"),
-        None => (Reason::HandshakeFailed, "handshake"),
+        Some(RequestError::Unreachable(_)) => (LinkFailure::Unreachable, "connect"),
+        Some(_) => (LinkFailure::ConnectFailed, "connect"),
+        None => (LinkFailure::HandshakeFailed, "handshake"),
     };
     OpenError {
-        reason,
+        failure: reason,
         phase,
         detail,
     }
@@ -730,16 +645,4 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         source = next_source(s);
     }
     out
-}
-
-/// At most `max` bytes, cut on a char boundary.
-pub fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }

@@ -1,0 +1,779 @@
+//! Every metric mcpmon exports. Label values are server ids (from the
+//! config) and bounded enums; nothing a server says becomes a label except
+//! its name and version on the `_info` series, truncated and replaced when
+//! they change.
+//!
+//! Per-server series live in one [`ServerSeries`] per server. Its supervisor
+//! writes through a handle, so the probe path does no label lookups, and a
+//! scrape renders them straight to text: at 10 000 servers that is hundreds
+//! of thousands of lines, too many to build as a `prometheus` crate
+//! `MetricFamily` tree per scrape. Fleet-wide and process series stay in a
+//! `prometheus` registry, rendered after them.
+
+use std::fmt::Write as _;
+use std::sync::Mutex;
+
+use prometheus::{Encoder, Gauge, IntGaugeVec, Opts, Registry, TextEncoder};
+
+use crate::state::series::Histogram;
+use crate::state::verdict::State;
+use crate::state::{ServerRecord, Snapshot};
+
+/// The per-server families, in the order they are rendered.
+#[derive(Clone, Copy)]
+enum Family {
+    Up,
+    State,
+    Reason,
+    Info,
+    HealthCheckPresent,
+    Tools,
+    SessionStart,
+    LastCheck,
+    StateChanges,
+    Probes,
+    ProbesSkipped,
+    ProbeFailures,
+    Reconnects,
+    SessionCloses,
+    PingDuration,
+    HealthCheckDuration,
+    HealthCheckValue,
+    ProgressInterval,
+    ToolCallDuration,
+    ToolCallCancellations,
+    ChildCpu,
+    ChildRss,
+}
+
+const FAMILIES: usize = 22;
+
+/// Name, type and help of each family, indexed by [`Family`].
+const FAMILY_META: [(&str, &str, &str); FAMILIES] = [
+    (
+        "mcpmon_server_up",
+        "gauge",
+        "1 if the server is healthy or degraded, 0 otherwise.",
+    ),
+    (
+        "mcpmon_server_state",
+        "gauge",
+        "Current state of the server, one series per state (1 = current).",
+    ),
+    (
+        "mcpmon_server_reason",
+        "gauge",
+        "Why the server is in its state (bounded set; one series per server, always 1).",
+    ),
+    (
+        "mcpmon_server_info",
+        "gauge",
+        "Descriptive data about the server's current session (always 1).",
+    ),
+    (
+        "mcpmon_server_health_check_present",
+        "gauge",
+        "1 if the server's current session lists the health tool.",
+    ),
+    (
+        "mcpmon_server_tools",
+        "gauge",
+        "Tools the server listed at session start.",
+    ),
+    (
+        "mcpmon_session_start_timestamp_seconds",
+        "gauge",
+        "Unix time the current session opened.",
+    ),
+    (
+        "mcpmon_server_last_check_timestamp_seconds",
+        "gauge",
+        "Unix time of the last probe result.",
+    ),
+    (
+        "mcpmon_server_state_changes_total",
+        "counter",
+        "State transitions of the server.",
+    ),
+    ("mcpmon_probes_total", "counter", "Probes sent, by kind."),
+    (
+        "mcpmon_probes_skipped_total",
+        "counter",
+        "Probe ticks skipped because the previous probe of that kind was still in flight.",
+    ),
+    (
+        "mcpmon_probe_failures_total",
+        "counter",
+        "Probes that failed, by kind and bounded reason.",
+    ),
+    (
+        "mcpmon_reconnects_total",
+        "counter",
+        "Sessions rebuilt after being lost, by reason.",
+    ),
+    (
+        "mcpmon_session_closes_total",
+        "counter",
+        "Sessions closed, by bounded reason.",
+    ),
+    (
+        "mcpmon_ping_duration_seconds",
+        "histogram",
+        "Round trip of liveness probes (ping or server/discover) that were answered.",
+    ),
+    (
+        "mcpmon_health_check_duration_seconds",
+        "histogram",
+        "Duration of health_check tool calls that were answered.",
+    ),
+    (
+        "mcpmon_health_check_value",
+        "gauge",
+        "Numeric top-level fields of the last health_check result.",
+    ),
+    (
+        "mcpmon_progress_interval_seconds",
+        "histogram",
+        "Time between consecutive progress notifications of one request.",
+    ),
+    (
+        "mcpmon_tool_call_duration_seconds",
+        "histogram",
+        "Duration of synthetic tool calls, answered or not.",
+    ),
+    (
+        "mcpmon_tool_call_cancellations_total",
+        "counter",
+        "Synthetic tool calls cancelled, by which deadline fired.",
+    ),
+    (
+        "mcpmon_child_cpu_seconds_total",
+        "counter",
+        "CPU time used by the stdio server's process tree.",
+    ),
+    (
+        "mcpmon_child_resident_memory_bytes",
+        "gauge",
+        "Resident memory of the stdio server's process tree.",
+    ),
+];
+
+/// Write a histogram's `_bucket`, `_sum` and `_count` lines; `labels` is
+/// the label set without braces, e.g. `server="a"`.
+fn render_histogram(h: &Histogram, out: &mut String, name: &str, labels: &str) {
+    let mut cumulative = 0;
+    for (le, n) in h.buckets.le.iter().zip(h.counts.iter()) {
+        cumulative += n;
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+    }
+    let _ = writeln!(
+        out,
+        "{name}_bucket{{{labels},le=\"+Inf\"}} {}\n{name}_sum{{{labels}}} {}\n{name}_count{{{labels}}} {}",
+        h.count,
+        Float(h.sum),
+        h.count
+    );
+}
+
+/// Append one server's lines to each family's buffer.
+fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
+    // Ids are restricted to `[A-Za-z0-9_.-]`, so they need no escaping.
+    let l = format!("server=\"{id}\"");
+    let l = l.as_str();
+    let name = |f: Family| FAMILY_META[f as usize].0;
+    let st = &r.status;
+    let v = &r.series;
+    let up = matches!(st.status, State::Healthy | State::Degraded);
+    put(
+        out,
+        Family::Up,
+        format_args!("{}{{{l}}} {}\n", name(Family::Up), u8::from(up)),
+    );
+    for s in State::ALL {
+        put(
+            out,
+            Family::State,
+            format_args!(
+                "{}{{{l},state=\"{}\"}} {}\n",
+                name(Family::State),
+                s.as_str(),
+                u8::from(s == st.status)
+            ),
+        );
+    }
+    put(
+        out,
+        Family::Reason,
+        format_args!(
+            "{}{{reason=\"{}\",{l}}} 1\n",
+            name(Family::Reason),
+            st.reason.as_str()
+        ),
+    );
+    if let Some(i) = &v.info {
+        put(
+            out,
+            Family::Info,
+            format_args!(
+                "{}{{protocol_version=\"{}\",{l},server_name=\"{}\",server_version=\"{}\",transport=\"{}\"}} 1\n",
+                name(Family::Info),
+                Escaped(&i[1]),
+                Escaped(&i[2]),
+                Escaped(&i[3]),
+                Escaped(&i[0])
+            ),
+        );
+    }
+    put(
+        out,
+        Family::HealthCheckPresent,
+        format_args!(
+            "{}{{{l}}} {}\n",
+            name(Family::HealthCheckPresent),
+            u8::from(v.health_check_present)
+        ),
+    );
+    if let Some(n) = st.tools {
+        put(
+            out,
+            Family::Tools,
+            format_args!("{}{{{l}}} {n}\n", name(Family::Tools)),
+        );
+    }
+    for (f, value) in [
+        (Family::SessionStart, v.session_start),
+        (Family::LastCheck, v.last_check),
+        (Family::ChildCpu, v.child_cpu),
+    ] {
+        if let Some(x) = value {
+            put(out, f, format_args!("{}{{{l}}} {}\n", name(f), Float(x)));
+        }
+    }
+    if let Some(n) = v.child_rss {
+        put(
+            out,
+            Family::ChildRss,
+            format_args!("{}{{{l}}} {n}\n", name(Family::ChildRss)),
+        );
+    }
+    put(
+        out,
+        Family::StateChanges,
+        format_args!(
+            "{}{{{l}}} {}\n",
+            name(Family::StateChanges),
+            v.state_changes
+        ),
+    );
+    for (f, counters) in [
+        (Family::Probes, &v.probes),
+        (Family::ProbesSkipped, &v.probes_skipped),
+    ] {
+        for (probe, n) in &counters.0 {
+            put(
+                out,
+                f,
+                format_args!("{}{{probe=\"{}\",{l}}} {n}\n", name(f), probe.as_str()),
+            );
+        }
+    }
+    for ((probe, reason), n) in &v.probe_failures.0 {
+        put(
+            out,
+            Family::ProbeFailures,
+            format_args!(
+                "{}{{probe=\"{}\",reason=\"{}\",{l}}} {n}\n",
+                name(Family::ProbeFailures),
+                probe.as_str(),
+                reason.as_str()
+            ),
+        );
+    }
+    for (reason, n) in &v.reconnects.0 {
+        put(
+            out,
+            Family::Reconnects,
+            format_args!(
+                "{}{{reason=\"{}\",{l}}} {n}\n",
+                name(Family::Reconnects),
+                reason.as_str()
+            ),
+        );
+    }
+    for (reason, n) in &v.session_closes.0 {
+        put(
+            out,
+            Family::SessionCloses,
+            format_args!(
+                "{}{{reason=\"{}\",{l}}} {n}\n",
+                name(Family::SessionCloses),
+                reason.map_or("shutdown", |r| r.as_str())
+            ),
+        );
+    }
+    for (f, h) in [
+        (Family::PingDuration, &v.ping_duration),
+        (Family::HealthCheckDuration, &v.health_check_duration),
+        (Family::ProgressInterval, &v.progress_interval),
+    ] {
+        if let Some(h) = h {
+            render_histogram(h, &mut out[f as usize], name(f), l);
+        }
+    }
+    for (field, x) in &v.health_check_values {
+        put(
+            out,
+            Family::HealthCheckValue,
+            format_args!(
+                "{}{{field=\"{}\",{l}}} {}\n",
+                name(Family::HealthCheckValue),
+                Escaped(field),
+                Float(*x)
+            ),
+        );
+    }
+    for t in &v.tool_calls {
+        let tool = Escaped(&t.tool);
+        if let Some(h) = &t.duration {
+            let labels = format!("{l},tool=\"{tool}\"");
+            render_histogram(
+                h,
+                &mut out[Family::ToolCallDuration as usize],
+                name(Family::ToolCallDuration),
+                &labels,
+            );
+        }
+        for (reason, n) in &t.cancellations.0 {
+            put(
+                out,
+                Family::ToolCallCancellations,
+                format_args!(
+                    "{}{{reason=\"{}\",{l},tool=\"{tool}\"}} {n}\n",
+                    name(Family::ToolCallCancellations),
+                    reason.as_str()
+                ),
+            );
+        }
+    }
+}
+
+/// Append one formatted line to a family's buffer.
+fn put(out: &mut [String; FAMILIES], f: Family, line: std::fmt::Arguments<'_>) {
+    // Writing into a String cannot fail.
+    let _ = out[f as usize].write_fmt(line);
+}
+
+/// A label value escaped for the text format.
+struct Escaped<'a>(&'a str);
+
+impl std::fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.0.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+            return f.write_str(self.0);
+        }
+        for c in self.0.chars() {
+            match c {
+                '\\' => f.write_str("\\\\")?,
+                '"' => f.write_str("\\\"")?,
+                '\n' => f.write_str("\\n")?,
+                c => f.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A sample value in the text format's spelling of infinities and NaN.
+struct Float(f64);
+
+impl std::fmt::Display for Float {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let x = self.0;
+        if x.is_nan() {
+            f.write_str("NaN")
+        } else if x.is_infinite() {
+            f.write_str(if x > 0.0 { "+Inf" } else { "-Inf" })
+        } else {
+            write!(f, "{x}")
+        }
+    }
+}
+
+/// Every metric: the per-server and fleet families, rendered from a
+/// snapshot, plus mcpmon's own series in a `prometheus` registry.
+pub struct Metrics {
+    registry: Registry,
+    /// Each family's size at the last scrape, to allocate its buffer once.
+    last_sizes: Mutex<[usize; FAMILIES]>,
+    /// `mcpmon_runtime_alive_tasks`
+    pub alive_tasks: prometheus::IntGauge,
+    /// `mcpmon_config_last_reload_successful`
+    pub config_reload_ok: Gauge,
+    /// `mcpmon_config_last_reload_success_timestamp_seconds`
+    pub config_reload_time: Gauge,
+}
+
+fn opts(name: &str, help: &str) -> Opts {
+    Opts::new(name, help).namespace("mcpmon")
+}
+
+impl Metrics {
+    /// Build and register mcpmon's own metrics.
+    pub fn new(revision: &str) -> Result<Metrics, prometheus::Error> {
+        let m = Metrics {
+            registry: Registry::new(),
+            last_sizes: Mutex::new([0; FAMILIES]),
+            alive_tasks: prometheus::IntGauge::with_opts(opts(
+                "runtime_alive_tasks",
+                "Tasks alive in mcpmon's async runtime (flat in a steady fleet).",
+            ))?,
+            config_reload_ok: Gauge::with_opts(opts(
+                "config_last_reload_successful",
+                "Whether the last configuration load succeeded.",
+            ))?,
+            config_reload_time: Gauge::with_opts(opts(
+                "config_last_reload_success_timestamp_seconds",
+                "Unix time of the last successful configuration load.",
+            ))?,
+        };
+        let build = IntGaugeVec::new(
+            opts("build_info", "Build of mcpmon (always 1)."),
+            &["version", "revision"],
+        )?;
+        build
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), revision])
+            .set(1);
+        let r = &m.registry;
+        r.register(Box::new(build))?;
+        r.register(Box::new(m.alive_tasks.clone()))?;
+        r.register(Box::new(m.config_reload_ok.clone()))?;
+        r.register(Box::new(m.config_reload_time.clone()))?;
+        // process_* (memory, fds, CPU) of mcpmon itself, read from /proc at scrape time.
+        r.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
+        Ok(m)
+    }
+
+    /// Prometheus text exposition of `snap` and of mcpmon itself. Every
+    /// family is declared (HELP and TYPE) even when it has no samples.
+    pub fn render(&self, snap: &Snapshot) -> String {
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            self.alive_tasks
+                .set(i64::try_from(rt.metrics().num_alive_tasks()).unwrap_or(i64::MAX));
+        }
+        let sizes = *self.last_sizes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut families: [String; FAMILIES] =
+            std::array::from_fn(|i| String::with_capacity(sizes[i] + sizes[i] / 8));
+        for (id, r) in &snap.servers {
+            render_server(id, r, &mut families);
+        }
+        *self.last_sizes.lock().unwrap_or_else(|p| p.into_inner()) =
+            std::array::from_fn(|i| families[i].len());
+        let size = families.iter().map(String::len).sum::<usize>() + 16 * 1024;
+        let mut out = String::with_capacity(size);
+        for ((name, kind, help), lines) in FAMILY_META.iter().zip(&families) {
+            let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
+            out.push_str(lines);
+        }
+        render_fleet(snap, &mut out);
+        let mut buf = Vec::with_capacity(16 * 1024);
+        // Encoding into a Vec cannot fail for the text format.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        out.push_str(&String::from_utf8_lossy(&buf));
+        out
+    }
+}
+
+/// The fleet-wide families, from the same snapshot as the servers'.
+fn render_fleet(snap: &Snapshot, out: &mut String) {
+    let s = snap.summary();
+    let _ = write!(
+        out,
+        "# HELP mcpmon_fleet_servers Servers per state.\n# TYPE mcpmon_fleet_servers gauge\n"
+    );
+    for (state, n) in [
+        ("healthy", s.healthy),
+        ("degraded", s.degraded),
+        ("unhealthy", s.unhealthy),
+        ("unknown", s.unknown),
+    ] {
+        let _ = writeln!(out, "mcpmon_fleet_servers{{state=\"{state}\"}} {n}");
+    }
+    let _ = write!(
+        out,
+        "# HELP mcpmon_fleet_available_ratio Share of servers available under the fleet policy (0-1).\n\
+         # TYPE mcpmon_fleet_available_ratio gauge\n\
+         mcpmon_fleet_available_ratio {}\n\
+         # HELP mcpmon_fleet_policy_min_available_ratio Least available share the fleet policy requires (0-1).\n\
+         # TYPE mcpmon_fleet_policy_min_available_ratio gauge\n\
+         mcpmon_fleet_policy_min_available_ratio {}\n\
+         # HELP mcpmon_snapshot_generation Number of the published snapshot this exposition was rendered from.\n\
+         # TYPE mcpmon_snapshot_generation gauge\n\
+         mcpmon_snapshot_generation {}\n",
+        Float(snap.available_ratio_of(&s)),
+        Float(snap.policy.min_available_percentage / 100.0),
+        snap.generation
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::config::{FleetPolicy, ToolProbe};
+    use crate::probe::health_check::{HealthReport, Reported};
+    use crate::probe::{Answer, Deadline, Failure, FailureReason, ProbeKind, ProbeOutcome};
+    use crate::state::owner::Owner;
+    use crate::state::series::LATENCY_BUCKETS;
+    use crate::state::testing::{add, answered, event, opened, spec};
+    use crate::state::{Event, Msg};
+
+    fn lines(text: &str, prefix: &str) -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn render(o: &mut Owner) -> String {
+        Metrics::new("test").expect("metrics").render(&o.publish())
+    }
+
+    #[test]
+    fn a_new_server_has_its_always_on_series_and_counters_at_zero() {
+        let mut o = Owner::new(FleetPolicy::default(), 1);
+        add(&mut o, &spec("a"), Instant::now());
+        let text = render(&mut o);
+        assert_eq!(
+            lines(&text, "mcpmon_server_up{"),
+            ["mcpmon_server_up{server=\"a\"} 0"]
+        );
+        assert_eq!(
+            lines(&text, "mcpmon_server_state{"),
+            [
+                "mcpmon_server_state{server=\"a\",state=\"healthy\"} 0",
+                "mcpmon_server_state{server=\"a\",state=\"degraded\"} 0",
+                "mcpmon_server_state{server=\"a\",state=\"unhealthy\"} 0",
+                "mcpmon_server_state{server=\"a\",state=\"unknown\"} 1",
+            ]
+        );
+        assert_eq!(
+            lines(&text, "mcpmon_server_reason{"),
+            ["mcpmon_server_reason{reason=\"starting\",server=\"a\"} 1"]
+        );
+        assert_eq!(
+            lines(&text, "mcpmon_probes_total{"),
+            [
+                "mcpmon_probes_total{probe=\"ping\",server=\"a\"} 0",
+                "mcpmon_probes_total{probe=\"discover\",server=\"a\"} 0",
+                "mcpmon_probes_total{probe=\"health_check\",server=\"a\"} 0",
+            ]
+        );
+        assert!(
+            lines(&text, "mcpmon_reconnects_total{")
+                .contains(&"mcpmon_reconnects_total{reason=\"exited\",server=\"a\"} 0".to_owned())
+        );
+        for absent in [
+            "mcpmon_ping_duration_seconds_bucket",
+            "mcpmon_server_info{",
+            "mcpmon_server_tools{",
+            "mcpmon_child_cpu_seconds_total{",
+        ] {
+            assert!(!text.contains(absent), "{absent} rendered before any event");
+        }
+        // Every family is declared, samples or not.
+        for (name, kind, _) in FAMILY_META {
+            assert!(
+                text.contains(&format!("# TYPE {name} {kind}\n")),
+                "{name} undeclared"
+            );
+        }
+        assert!(text.contains("mcpmon_build_info{"));
+        assert!(text.contains("mcpmon_fleet_servers{state=\"unknown\"} 1"));
+        assert!(text.contains("mcpmon_snapshot_generation 1\n"));
+    }
+
+    #[test]
+    fn histograms_are_cumulative_and_counters_count() {
+        let now = Instant::now();
+        let mut o = Owner::new(FleetPolicy::default(), 1);
+        let mut s = spec("a");
+        s.tool_probes.push(ToolProbe {
+            tool: "slow".into(),
+            arguments: Default::default(),
+            interval: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(1),
+            max_request_timeout: Duration::from_secs(2),
+        });
+        add(&mut o, &s, now);
+        event(&mut o, "a", opened(), now);
+        for ms in [0, 2, 20_000] {
+            event(&mut o, "a", Event::Sent(ProbeKind::Ping), now);
+            let mut outcome = answered(ProbeKind::Ping, ms);
+            outcome.duration = Duration::from_micros(ms * 1000 + 300);
+            event(
+                &mut o,
+                "a",
+                Event::Probe {
+                    outcome,
+                    was_late: false,
+                },
+                now,
+            );
+        }
+        let cancelled = ProbeOutcome {
+            kind: ProbeKind::Tool,
+            tool: Some("slow".into()),
+            duration: Duration::from_millis(200),
+            result: Err(Failure {
+                reason: FailureReason::Timeout,
+                detail: "cancelled".into(),
+                link_lost: false,
+                cancelled: Some(Deadline::RequestTimeout),
+            }),
+        };
+        event(
+            &mut o,
+            "a",
+            Event::Probe {
+                outcome: cancelled,
+                was_late: false,
+            },
+            now,
+        );
+        let text = render(&mut o);
+        let b = lines(&text, "mcpmon_ping_duration_seconds_bucket{");
+        assert_eq!(b.len(), LATENCY_BUCKETS.bounds.len() + 1);
+        assert_eq!(
+            b[0],
+            "mcpmon_ping_duration_seconds_bucket{server=\"a\",le=\"0.0005\"} 1"
+        );
+        assert_eq!(
+            b[2],
+            "mcpmon_ping_duration_seconds_bucket{server=\"a\",le=\"0.0025\"} 2"
+        );
+        assert_eq!(
+            b[13],
+            "mcpmon_ping_duration_seconds_bucket{server=\"a\",le=\"10\"} 2"
+        );
+        assert_eq!(
+            b[14],
+            "mcpmon_ping_duration_seconds_bucket{server=\"a\",le=\"+Inf\"} 3"
+        );
+        assert_eq!(
+            lines(&text, "mcpmon_ping_duration_seconds_count{"),
+            ["mcpmon_ping_duration_seconds_count{server=\"a\"} 3"]
+        );
+        assert!(
+            lines(&text, "mcpmon_probes_total{")
+                .contains(&"mcpmon_probes_total{probe=\"ping\",server=\"a\"} 3".to_owned())
+        );
+        assert!(
+            lines(&text, "mcpmon_probe_failures_total{").contains(
+                &"mcpmon_probe_failures_total{probe=\"tool\",reason=\"timeout\",server=\"a\"} 1"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            lines(&text, "mcpmon_tool_call_duration_seconds_count{"),
+            ["mcpmon_tool_call_duration_seconds_count{server=\"a\",tool=\"slow\"} 1"]
+        );
+        assert_eq!(
+            lines(&text, "mcpmon_tool_call_cancellations_total{"),
+            [
+                "mcpmon_tool_call_cancellations_total{reason=\"request_timeout\",server=\"a\",tool=\"slow\"} 1"
+            ]
+        );
+        assert_eq!(
+            text.matches("# TYPE mcpmon_ping_duration_seconds histogram")
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn values_from_servers_are_escaped() {
+        let now = Instant::now();
+        let mut o = Owner::new(FleetPolicy::default(), 1);
+        add(&mut o, &spec("a"), now);
+        event(
+            &mut o,
+            "a",
+            Event::Opened {
+                era: crate::transport::Era::Legacy,
+                info: crate::transport::ServerInfo {
+                    protocol_version: "2025-06-18".into(),
+                    name: "we\"ird\\name".into(),
+                    version: "1.0".into(),
+                },
+                tools: None,
+                handshake: Duration::ZERO,
+                health_check: true,
+            },
+            now,
+        );
+        let report = HealthReport {
+            status: Reported::Healthy,
+            fields: vec![("load".to_owned(), f64::INFINITY)],
+            is_error: false,
+        };
+        let outcome = ProbeOutcome {
+            kind: ProbeKind::HealthCheck,
+            tool: None,
+            duration: Duration::from_millis(1),
+            result: Ok(Answer::Health(report)),
+        };
+        event(
+            &mut o,
+            "a",
+            Event::Probe {
+                outcome,
+                was_late: false,
+            },
+            now,
+        );
+        let text = render(&mut o);
+        let info = lines(&text, "mcpmon_server_info{");
+        assert_eq!(info.len(), 1);
+        assert!(
+            info[0].contains(r#"server_name="we\"ird\\name""#),
+            "{}",
+            info[0]
+        );
+        assert!(
+            info[0].ends_with(r#"server_version="1.0",transport="stdio"} 1"#),
+            "{}",
+            info[0]
+        );
+        assert_eq!(
+            lines(&text, "mcpmon_health_check_value{"),
+            ["mcpmon_health_check_value{field=\"load\",server=\"a\"} +Inf"]
+        );
+        assert_eq!(
+            lines(&text, "mcpmon_server_health_check_present{"),
+            ["mcpmon_server_health_check_present{server=\"a\"} 1"]
+        );
+    }
+
+    #[test]
+    fn removed_servers_vanish_and_readded_ones_start_fresh() {
+        let now = Instant::now();
+        let mut o = Owner::new(FleetPolicy::default(), 2);
+        add(&mut o, &spec("a"), now);
+        add(&mut o, &spec("b"), now);
+        event(&mut o, "a", Event::Sent(ProbeKind::Ping), now);
+        o.apply(Msg::Remove("a".into()), now);
+        // A stopping supervisor may still report; nothing is rendered for it.
+        event(&mut o, "a", Event::Sent(ProbeKind::Ping), now);
+        let text = render(&mut o);
+        assert!(!text.contains("server=\"a\""));
+        assert!(text.contains("server=\"b\""));
+        add(&mut o, &spec("a"), now);
+        let text = render(&mut o);
+        assert!(text.contains("mcpmon_probes_total{probe=\"ping\",server=\"a\"} 0"));
+    }
+}

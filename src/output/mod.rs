@@ -1,0 +1,8 @@
+//! Outputs: everything mcpmon serves. [`metrics`] renders the Prometheus
+//! text exposition, [`api`] the health JSON and lifecycle endpoints, and
+//! [`web`] runs the HTTP server (TLS, basic auth, limits). All of them read
+//! published snapshots only; none touches a session.
+
+pub mod api;
+pub mod metrics;
+pub mod web;

@@ -1,0 +1,217 @@
+//! The probe layer: one module per probe kind, each one async function of the
+//! same shape, `(session, spec, deadline) -> ProbeOutcome`, the way
+//! blackbox_exporter lays out its probers. A probe only probes: the caller
+//! (the supervisor, or `mcpmon probe`) schedules it and hands the outcome to
+//! the state owner, which records sent, failed and duration in one place.
+//!
+//! Failure reasons are a bounded enum ([`FailureReason`]); error text stays
+//! in [`Failure::detail`] and never becomes a label.
+//!
+//! This layer imports only [`crate::transport`] and [`crate::config`].
+
+pub mod health_check;
+pub mod liveness;
+pub mod tool;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::transport::{RequestError, ToolCallError};
+
+/// What was probed; the `probe` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProbeKind {
+    /// Legacy liveness: `ping`.
+    Ping,
+    /// Modern liveness: `server/discover`.
+    Discover,
+    /// The server's own health tool.
+    HealthCheck,
+    /// A configured synthetic tool call.
+    Tool,
+}
+
+impl ProbeKind {
+    /// Every kind, in the order metrics list them.
+    pub const ALL: [ProbeKind; 4] = [
+        ProbeKind::Ping,
+        ProbeKind::Discover,
+        ProbeKind::HealthCheck,
+        ProbeKind::Tool,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeKind::Ping => "ping",
+            ProbeKind::Discover => "discover",
+            ProbeKind::HealthCheck => "health_check",
+            ProbeKind::Tool => "tool",
+        }
+    }
+
+    /// Whether this is a liveness probe (its latency is what "slow" means).
+    pub fn is_liveness(self) -> bool {
+        matches!(self, ProbeKind::Ping | ProbeKind::Discover)
+    }
+}
+
+/// Why a probe failed: bounded, safe as a label value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FailureReason {
+    /// No answer before the deadline.
+    Timeout,
+    /// The transport closed.
+    Closed,
+    /// Connection refused or reset, or the name does not resolve.
+    Unreachable,
+    /// Another transport failure (HTTP status, TLS, protocol violation).
+    Transport,
+    /// A JSON-RPC error answer.
+    RpcError,
+    /// An answer that is not the expected result.
+    InvalidResult,
+    /// A tool answered `isError: true`.
+    ToolError,
+    /// The health tool answered in no readable shape.
+    Unreadable,
+}
+
+impl FailureReason {
+    /// Every reason, in the order metrics list them.
+    pub const ALL: [FailureReason; 8] = [
+        FailureReason::Timeout,
+        FailureReason::Closed,
+        FailureReason::Unreachable,
+        FailureReason::Transport,
+        FailureReason::RpcError,
+        FailureReason::InvalidResult,
+        FailureReason::ToolError,
+        FailureReason::Unreadable,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::Timeout => "timeout",
+            FailureReason::Closed => "closed",
+            FailureReason::Unreachable => "unreachable",
+            FailureReason::Transport => "transport",
+            FailureReason::RpcError => "rpc_error",
+            FailureReason::InvalidResult => "invalid_result",
+            FailureReason::ToolError => "tool_error",
+            FailureReason::Unreadable => "unreadable",
+        }
+    }
+}
+
+/// Which deadline cancelled a synthetic tool call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Deadline {
+    /// No answer and no progress for the request timeout.
+    RequestTimeout,
+    /// The maximum request timeout, whatever the progress.
+    MaxRequestTimeout,
+}
+
+impl Deadline {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Deadline::RequestTimeout => "request_timeout",
+            Deadline::MaxRequestTimeout => "max_request_timeout",
+        }
+    }
+}
+
+/// What a probe that answered said.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answer {
+    /// A liveness probe or tool call answered.
+    Alive,
+    /// The health tool answered; what it said.
+    Health(health_check::HealthReport),
+}
+
+/// How a probe failed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failure {
+    /// Bounded reason.
+    pub reason: FailureReason,
+    /// What happened, for logs and JSON (not yet scrubbed of secrets).
+    pub detail: String,
+    /// The failure means the transport itself is gone.
+    pub link_lost: bool,
+    /// For tool calls: the deadline that cancelled it.
+    pub cancelled: Option<Deadline>,
+}
+
+impl Failure {
+    /// A failed request, classified.
+    pub fn from_request(e: &RequestError) -> Failure {
+        let reason = match e {
+            RequestError::Timeout(_) => FailureReason::Timeout,
+            RequestError::Closed => FailureReason::Closed,
+            RequestError::Unreachable(_) => FailureReason::Unreachable,
+            RequestError::Transport(_) => FailureReason::Transport,
+            RequestError::Rpc { .. } => FailureReason::RpcError,
+            RequestError::Unexpected => FailureReason::InvalidResult,
+        };
+        Failure {
+            reason,
+            detail: e.to_string(),
+            link_lost: e.is_transport_death(),
+            cancelled: None,
+        }
+    }
+
+    /// A failed tool call, classified.
+    pub fn from_tool_call(e: &ToolCallError) -> Failure {
+        match e {
+            ToolCallError::Request(e) => Failure::from_request(e),
+            ToolCallError::IdleTimeout(_) | ToolCallError::MaxTimeout(_) => Failure {
+                reason: FailureReason::Timeout,
+                detail: e.to_string(),
+                link_lost: false,
+                cancelled: Some(match e {
+                    ToolCallError::MaxTimeout(_) => Deadline::MaxRequestTimeout,
+                    _ => Deadline::RequestTimeout,
+                }),
+            },
+        }
+    }
+}
+
+/// The result of one probe, as every kind reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeOutcome {
+    /// What was probed.
+    pub kind: ProbeKind,
+    /// For tool probes, the tool (a configured name, safe as a label).
+    pub tool: Option<Arc<str>>,
+    /// From send to answer or failure.
+    pub duration: Duration,
+    /// What it said, or how it failed.
+    pub result: Result<Answer, Failure>,
+}
+
+impl ProbeOutcome {
+    /// The bounded failure reason this outcome counts under, if it failed.
+    /// An answered health check that reports an error or cannot be read
+    /// counts as a failed probe too.
+    pub fn failure(&self) -> Option<FailureReason> {
+        match &self.result {
+            Err(f) => Some(f.reason),
+            Ok(Answer::Health(r)) if r.is_error => Some(FailureReason::ToolError),
+            Ok(Answer::Health(r)) if r.status == health_check::Reported::Unreadable => {
+                Some(FailureReason::Unreadable)
+            }
+            Ok(_) => None,
+        }
+    }
+
+    /// Whether the transport is gone.
+    pub fn link_lost(&self) -> bool {
+        matches!(&self.result, Err(f) if f.link_lost)
+    }
+}

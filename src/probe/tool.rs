@@ -1,0 +1,42 @@
+//! The synthetic tool probe: call a configured tool the way a real client
+//! would. Its deadline is pushed back by each progress notification, never
+//! past `max_request_timeout`; on expiry the call is cancelled and the
+//! session stays open.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Answer, Failure, FailureReason, ProbeKind, ProbeOutcome};
+use crate::config::ToolProbe;
+use crate::transport::{Session, ToolCall};
+
+/// Call `spec.tool`. `deadline` is the request (idle) timeout; the cap is
+/// the spec's `max_request_timeout`.
+pub async fn run(session: &dyn Session, spec: &ToolProbe, deadline: Duration) -> ProbeOutcome {
+    let start = Instant::now();
+    let call = ToolCall {
+        name: spec.tool.clone(),
+        arguments: spec.arguments.clone(),
+        timeout: deadline,
+        max: spec.max_request_timeout,
+        progress_resets: true,
+    };
+    let result = match session.call_tool(call).await {
+        Ok(r) if r.is_error == Some(true) => Err(Failure {
+            reason: FailureReason::ToolError,
+            detail: "the tool answered isError: true".to_owned(),
+            link_lost: false,
+            cancelled: None,
+        }),
+        Ok(_) => Ok(Answer::Alive),
+        Err(e) => Err(Failure::from_tool_call(&e)),
+    };
+    ProbeOutcome {
+        kind: ProbeKind::Tool,
+        tool: Some(Arc::from(spec.tool.as_str())),
+        duration: start.elapsed(),
+        result,
+    }
+}

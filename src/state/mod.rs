@@ -1,0 +1,106 @@
+//! Fleet state: the evidence, the verdict, and the one owner that publishes
+//! snapshots. Supervisors send typed [`Msg`]s; the owner runs each server's
+//! evidence tracker and the verdict (handing them `now`), keeps its
+//! counters, and publishes one numbered [`Snapshot`] that `/metrics`,
+//! `/health/*` and the status page all render from.
+//!
+//! - [`verdict`]: the pure judgment (window, thresholds, hysteresis).
+//! - [`evidence`]: per-server evidence turned into verdict input, status and timeline.
+//! - [`series`]: per-server counters and histograms, as data.
+//! - [`owner`]: the task that applies messages and publishes snapshots.
+//!
+//! This layer imports config, transport and probe types, never outputs or
+//! supervisors.
+
+pub mod evidence;
+pub mod owner;
+pub mod series;
+#[cfg(test)]
+pub mod testing;
+pub mod verdict;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+pub use owner::{ServerRecord, Snapshot, Summary};
+
+use crate::config::{FleetPolicy, ServerSpec};
+use crate::probe::{ProbeKind, ProbeOutcome};
+use crate::transport::{Era, ProcessSample, Progress, ServerInfo};
+use verdict::Reason;
+
+/// A message to the state owner.
+#[derive(Debug)]
+pub enum Msg {
+    /// A server joins (or restarts with new settings: its record starts
+    /// afresh). `stuck` is where the owner asks its supervisor to rebuild
+    /// a stuck session, by the session's number.
+    Add {
+        /// The server.
+        spec: Arc<ServerSpec>,
+        /// Rebuild requests to its supervisor.
+        stuck: watch::Sender<u64>,
+    },
+    /// A server left the fleet.
+    Remove(Arc<str>),
+    /// A new fleet policy (after a reload).
+    Policy(FleetPolicy),
+    /// Something happened to one server.
+    Server(Arc<str>, Event),
+}
+
+/// What a supervisor observed about its server.
+#[derive(Debug)]
+pub enum Event {
+    /// A connection attempt starts; `after` is why the last session or
+    /// attempt ended, if this is a retry.
+    Connecting {
+        /// Why the previous one ended.
+        after: Option<Reason>,
+    },
+    /// A session opened (numbered from 1, per server).
+    Opened {
+        /// Era spoken.
+        era: Era,
+        /// Who the server says it is.
+        info: ServerInfo,
+        /// Tool names, if `tools/list` answered.
+        tools: Option<Vec<String>>,
+        /// Spawn or connect plus handshake.
+        handshake: Duration,
+        /// Whether the tools include the configured health tool.
+        health_check: bool,
+    },
+    /// The session was lost, or could not be opened: definitive.
+    Down {
+        /// Bounded reason.
+        reason: Reason,
+        /// What happened (scrubbed by the owner).
+        detail: String,
+        /// Whether a session had been open.
+        was_open: bool,
+    },
+    /// The session was closed on purpose (shutdown, removal).
+    Closed,
+    /// A probe was sent.
+    Sent(ProbeKind),
+    /// A probe tick found the previous probe of its kind still in flight.
+    Skipped(ProbeKind),
+    /// The liveness probe in flight passed its timeout; it stays in flight.
+    Late(ProbeKind, Duration),
+    /// A probe ended; `was_late` if [`Event::Late`] was sent for it.
+    Probe {
+        /// What it found.
+        outcome: ProbeOutcome,
+        /// Whether it had been reported late.
+        was_late: bool,
+    },
+    /// A sample of the stdio process tree.
+    Process(ProcessSample),
+    /// Progress notifications collected from the session.
+    Progress(Progress),
+    /// Nothing new; judge again (time passing can make a server stuck).
+    Tick,
+}

@@ -1,0 +1,206 @@
+//! A server's counters and histograms: plain data, written only by the state
+//! owner and published in its snapshots, so `/metrics` renders exactly what
+//! `/health` shows for the same generation. Rendering lives in
+//! [`crate::output::metrics`].
+
+use crate::probe::{Deadline, FailureReason, ProbeKind};
+use crate::state::verdict::Reason;
+
+/// Upper bounds of a histogram's buckets, with their `le` label values
+/// spelled once (formatting floats is most of a scrape's cost otherwise).
+#[derive(Debug)]
+pub struct Buckets {
+    /// Upper bounds.
+    pub bounds: &'static [f64],
+    /// The same, as `le` label values.
+    pub le: &'static [&'static str],
+}
+
+macro_rules! buckets {
+    ($($b:literal),+ $(,)?) => {
+        Buckets { bounds: &[$($b as f64),+], le: &[$(stringify!($b)),+] }
+    };
+}
+
+/// Buckets of liveness and health-check durations.
+pub const LATENCY_BUCKETS: Buckets = buckets![
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
+];
+/// Buckets of intervals between progress notifications.
+pub const PROGRESS_BUCKETS: Buckets =
+    buckets![0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+/// Buckets of synthetic tool call durations.
+pub const TOOL_CALL_BUCKETS: Buckets = buckets![
+    0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300
+];
+
+/// A histogram's observations: per-bucket counts (not cumulative), sum and count.
+#[derive(Clone, Debug)]
+pub struct Histogram {
+    /// Its buckets.
+    pub buckets: &'static Buckets,
+    /// Observations per bucket (not cumulative).
+    pub counts: Box<[u64]>,
+    /// Sum of observations.
+    pub sum: f64,
+    /// Number of observations.
+    pub count: u64,
+}
+
+impl Histogram {
+    /// An empty histogram.
+    pub fn new(buckets: &'static Buckets) -> Self {
+        Histogram {
+            buckets,
+            counts: vec![0; buckets.bounds.len()].into_boxed_slice(),
+            sum: 0.0,
+            count: 0,
+        }
+    }
+
+    /// Record one observation.
+    pub fn observe(&mut self, v: f64) {
+        if let Some(i) = self.buckets.bounds.iter().position(|b| v <= *b) {
+            self.counts[i] += 1;
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+}
+
+/// Counters keyed by bounded label values, in first-seen order.
+#[derive(Clone, Debug)]
+pub struct Counters<K>(pub Vec<(K, u64)>);
+
+impl<K: PartialEq> Counters<K> {
+    /// Add one.
+    pub fn inc(&mut self, key: K) {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, n)) => *n += 1,
+            None => self.0.push((key, 1)),
+        }
+    }
+
+    /// Make the series exist at 0.
+    pub fn declare(&mut self, key: K) {
+        if !self.0.iter().any(|(k, _)| *k == key) {
+            self.0.push((key, 0));
+        }
+    }
+}
+
+impl<K> Default for Counters<K> {
+    fn default() -> Self {
+        Counters(Vec::new())
+    }
+}
+
+/// One synthetic tool probe's series.
+#[derive(Clone, Debug)]
+pub struct ToolSeries {
+    /// The tool (a configured name).
+    pub tool: String,
+    /// Call durations, from the first call.
+    pub duration: Option<Histogram>,
+    /// Cancellations by deadline.
+    pub cancellations: Counters<Deadline>,
+}
+
+/// A server's counters and histograms.
+#[derive(Clone, Debug, Default)]
+pub struct Series {
+    /// `_info` labels of the current session: transport, protocol_version,
+    /// server_name, server_version.
+    pub info: Option<Box<[String; 4]>>,
+    /// Unix time the current session opened.
+    pub session_start: Option<f64>,
+    /// Whether the current session lists the health tool.
+    pub health_check_present: bool,
+    /// Unix time of the last probe result.
+    pub last_check: Option<f64>,
+    /// State transitions.
+    pub state_changes: u64,
+    /// Probes sent, by kind.
+    pub probes: Counters<ProbeKind>,
+    /// Probe ticks skipped, by kind.
+    pub probes_skipped: Counters<ProbeKind>,
+    /// Failed probes, by kind and reason.
+    pub probe_failures: Counters<(ProbeKind, FailureReason)>,
+    /// Sessions rebuilt, by the reason the last one ended.
+    pub reconnects: Counters<Reason>,
+    /// Sessions closed, by reason (`None`: shutdown or removal).
+    pub session_closes: Counters<Option<Reason>>,
+    /// Answered liveness round trips.
+    pub ping_duration: Option<Histogram>,
+    /// Answered health check durations.
+    pub health_check_duration: Option<Histogram>,
+    /// Numeric fields of the last health check.
+    pub health_check_values: Vec<(String, f64)>,
+    /// Intervals between progress notifications.
+    pub progress_interval: Option<Histogram>,
+    /// Synthetic tool probes, one entry per configured tool.
+    pub tool_calls: Vec<ToolSeries>,
+    /// CPU seconds of the stdio process tree (all sessions).
+    pub child_cpu: Option<f64>,
+    /// Resident memory of the stdio process tree.
+    pub child_rss: Option<u64>,
+}
+
+impl Series {
+    /// The series of a server just added: every counter it will use starts
+    /// at 0, so `rate()` sees its first increment.
+    pub fn new(kinds: &[ProbeKind], link_reasons: &[Reason], tools: &[String]) -> Self {
+        let mut s = Series::default();
+        for &k in kinds {
+            s.probes.declare(k);
+            s.probe_failures.declare((k, FailureReason::Timeout));
+        }
+        for &r in link_reasons {
+            s.reconnects.declare(r);
+        }
+        for t in tools {
+            if !s.tool_calls.iter().any(|x| &x.tool == t) {
+                s.tool_calls.push(ToolSeries {
+                    tool: t.clone(),
+                    duration: None,
+                    cancellations: Counters::default(),
+                });
+            }
+        }
+        s
+    }
+
+    /// Record an answered liveness round trip.
+    pub fn observe_ping(&mut self, secs: f64) {
+        self.ping_duration
+            .get_or_insert_with(|| Histogram::new(&LATENCY_BUCKETS))
+            .observe(secs);
+    }
+
+    /// Record an answered health check's duration.
+    pub fn observe_health_check(&mut self, secs: f64) {
+        self.health_check_duration
+            .get_or_insert_with(|| Histogram::new(&LATENCY_BUCKETS))
+            .observe(secs);
+    }
+
+    /// Record the time between two progress notifications of one request.
+    pub fn observe_progress_interval(&mut self, secs: f64) {
+        self.progress_interval
+            .get_or_insert_with(|| Histogram::new(&PROGRESS_BUCKETS))
+            .observe(secs);
+    }
+
+    /// Record a synthetic tool call; unknown tools are ignored (the series
+    /// set is fixed by the configuration).
+    pub fn observe_tool_call(&mut self, tool: &str, secs: f64, cancelled: Option<Deadline>) {
+        if let Some(t) = self.tool_calls.iter_mut().find(|t| t.tool == tool) {
+            t.duration
+                .get_or_insert_with(|| Histogram::new(&TOOL_CALL_BUCKETS))
+                .observe(secs);
+            if let Some(d) = cancelled {
+                t.cancellations.inc(d);
+            }
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! Supervision: one task per server that opens its session and schedules
+//! its probes ([`server`]), and the running set, to which a new desired
+//! set of servers is applied as a diff ([`reconcile`]).
+//!
+//! Supervisors talk to the state owner only through its messages.
+
+pub mod reconcile;
+pub mod server;
+
+pub use reconcile::{Diff, Supervisors};
+pub use server::CLOSE_GRACE;

@@ -1,0 +1,386 @@
+//! One task per server: open a session through its [`Connector`], schedule
+//! the probes on their intervals, and report every observation to the state
+//! owner as a typed [`Event`]. It rebuilds the session with exponential
+//! backoff when the transport dies, or when the owner judges it stuck.
+//!
+//! It never judges and never writes metrics: the owner does both, from
+//! these events. At most one probe of each kind is in flight; a tick that
+//! finds the previous probe still running is reported as skipped, never
+//! stacked. Every request carries a deadline.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::BackoffBuilder;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug};
+
+use crate::config::ServerSpec;
+use crate::probe::health_check::HealthCheckSpec;
+use crate::probe::{self, ProbeKind, ProbeOutcome};
+use crate::state::verdict::Reason;
+use crate::state::{Event, Msg};
+use crate::transport::{BoxFuture, Connector, Era, LinkFailure, Session};
+
+/// How long each step of closing a session may take.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+type Running<'a> = BoxFuture<'a, ProbeOutcome>;
+
+/// The liveness probe in flight. Past `late_at` it is reported late, but
+/// kept: its answer, whenever it comes, is still evidence.
+struct InFlight<'a> {
+    fut: Running<'a>,
+    late_at: Instant,
+    late: bool,
+}
+
+/// Schedules of the synthetic tool probes, one call in flight per probe.
+struct ToolProbes<'a> {
+    due: Vec<Instant>,
+    interval: Vec<Duration>,
+    in_flight: Vec<bool>,
+    calls: FuturesUnordered<BoxFuture<'a, (usize, ProbeOutcome)>>,
+}
+
+impl ToolProbes<'_> {
+    fn new(probes: &[crate::config::ToolProbe]) -> Self {
+        let now = Instant::now();
+        ToolProbes {
+            due: vec![now; probes.len()],
+            interval: probes.iter().map(|p| p.interval).collect(),
+            in_flight: vec![false; probes.len()],
+            calls: FuturesUnordered::new(),
+        }
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.due.iter().min().copied()
+    }
+
+    /// Probes due at `now`, each rescheduled one interval later.
+    fn due(&mut self, now: Instant) -> Vec<usize> {
+        let mut out = Vec::new();
+        for (i, due) in self.due.iter_mut().enumerate() {
+            if *due <= now {
+                out.push(i);
+                *due = now + self.interval[i];
+            }
+        }
+        out
+    }
+}
+
+/// Why a probe loop ended.
+enum End {
+    Shutdown,
+    Lost(Reason, String),
+}
+
+/// One server's supervisor.
+pub struct Supervisor {
+    /// The server's id, shared by every event it sends.
+    pub id: Arc<str>,
+    /// The server.
+    pub spec: Arc<ServerSpec>,
+    /// Opens its sessions.
+    pub connector: Arc<dyn Connector>,
+    /// Where observations go.
+    pub state: mpsc::Sender<Msg>,
+    /// The owner's rebuild requests, by session number.
+    pub stuck: watch::Receiver<u64>,
+    /// Fires on shutdown or when this server is removed.
+    pub cancel: CancellationToken,
+}
+
+/// The verdict reason for a transport failure.
+pub fn reason_of(f: LinkFailure) -> Reason {
+    match f {
+        LinkFailure::Exited => Reason::Exited,
+        LinkFailure::Unreachable => Reason::Unreachable,
+        LinkFailure::ConnectFailed => Reason::ConnectFailed,
+        LinkFailure::HandshakeFailed => Reason::HandshakeFailed,
+        LinkFailure::RequestFlood => Reason::RequestFlood,
+    }
+}
+
+impl Supervisor {
+    /// Run until cancelled; closes its session before returning.
+    pub async fn run(self) {
+        let span = tracing::info_span!("server", server = %self.spec.id);
+        self.run_inner().instrument(span).await;
+    }
+
+    async fn run_inner(mut self) {
+        let spec = self.spec.clone();
+        let s = &spec.settings;
+        let backoff = backon::ExponentialBuilder::default()
+            .with_min_delay(s.backoff_initial.0)
+            .with_max_delay(s.backoff_max.0)
+            .with_factor(2.0)
+            .with_jitter()
+            .without_max_times();
+        let mut delays = backoff.build();
+        let mut after: Option<Reason> = None;
+        let mut era_hint: Option<Era> = None;
+        let mut sessions: u64 = 0;
+        loop {
+            self.send(Event::Connecting { after }).await;
+            let started = Instant::now();
+            let opened = tokio::select! {
+                _ = self.cancel.cancelled() => break,
+                r = self.connector.open(era_hint) => r,
+            };
+            let reason = match opened {
+                Err(e) => {
+                    let reason = reason_of(e.failure);
+                    self.send(Event::Down {
+                        reason,
+                        detail: e.to_string(),
+                        was_open: false,
+                    })
+                    .await;
+                    reason
+                }
+                Ok(session) => {
+                    sessions += 1;
+                    era_hint = Some(session.era());
+                    let has_health = self.opened(session.as_ref(), started).await;
+                    let opened_at = Instant::now();
+                    let end = self
+                        .probe_loop(session.as_ref(), has_health, sessions)
+                        .await;
+                    session.close(CLOSE_GRACE).await;
+                    match end {
+                        End::Shutdown => {
+                            self.send(Event::Closed).await;
+                            break;
+                        }
+                        End::Lost(reason, detail) => {
+                            self.send(Event::Down {
+                                reason,
+                                detail,
+                                was_open: true,
+                            })
+                            .await;
+                            if opened_at.elapsed() >= s.backoff_reset_after.0 {
+                                delays = backoff.build();
+                            }
+                            reason
+                        }
+                    }
+                }
+            };
+            after = Some(reason);
+            let delay = delays
+                .next()
+                .unwrap_or(s.backoff_max.0)
+                .min(s.backoff_max.0);
+            debug!(
+                delay_ms = delay.as_millis() as u64,
+                "reconnecting after backoff"
+            );
+            tokio::select! {
+                _ = self.cancel.cancelled() => break,
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+        debug!("supervisor stopped");
+    }
+
+    /// List the tools of a new session and report it open; returns whether
+    /// the health tool is listed.
+    async fn opened(&self, session: &dyn Session, started: Instant) -> bool {
+        let handshake = started.elapsed();
+        let tools = match session
+            .list_tools(self.spec.settings.request_timeout.0)
+            .await
+        {
+            Ok(names) => Some(names),
+            Err(e) => {
+                // Not fatal: a server without tools is still monitored by liveness.
+                debug!(error = %e, "tools/list failed");
+                None
+            }
+        };
+        let tool = &self.spec.settings.health_check_tool;
+        let has_health = tools.as_ref().is_some_and(|t| t.iter().any(|n| n == tool));
+        self.send(Event::Opened {
+            era: session.era(),
+            info: session.info().clone(),
+            tools,
+            handshake,
+            health_check: has_health,
+        })
+        .await;
+        has_health
+    }
+
+    async fn probe_loop(&mut self, session: &dyn Session, has_health: bool, number: u64) -> End {
+        let spec = self.spec.clone();
+        let s = &spec.settings;
+        let live_kind = probe::liveness::kind(session.era());
+        // The handshake was the first liveness answer; the first ping waits a
+        // per-server share of the interval, so a large fleet opened at once
+        // is not pinged in the same millisecond ever after.
+        let mut ping_tick = tokio::time::interval_at(
+            Instant::now() + stagger(&spec.id, s.ping_interval.0),
+            s.ping_interval.0,
+        );
+        ping_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut hc_tick = tokio::time::interval(s.health_check_interval.0);
+        hc_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // /proc and progress are read at least once a second while they
+        // matter: "stopped", "busy" and "stuck" must not wait for a ping.
+        let mut evidence_tick =
+            tokio::time::interval(s.ping_interval.0.min(Duration::from_secs(1)));
+        evidence_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let hc_spec = HealthCheckSpec {
+            tool: &s.health_check_tool,
+            arguments: &s.health_check_arguments,
+            max_fields: s.health_check_max_fields,
+        };
+        let mut ping: Option<InFlight<'_>> = None;
+        let mut hc: Option<Running<'_>> = None;
+        let mut tools = ToolProbes::new(&spec.tool_probes);
+        let mut gone = session.gone();
+        let stdio = session.process().is_some();
+        loop {
+            let late_at = ping.as_ref().filter(|p| !p.late).map(|p| p.late_at);
+            let tool_due = tools.next_due();
+            // A remote server has no /proc to read, and progress or silence
+            // only matter while a request is outstanding: an idle HTTP
+            // server costs no wake-ups between pings.
+            let watching = stdio
+                || ping.as_ref().is_some_and(|p| p.late)
+                || hc.is_some()
+                || !tools.calls.is_empty();
+            tokio::select! {
+                _ = self.cancel.cancelled() => return End::Shutdown,
+                exit = &mut gone => return End::Lost(reason_of(session.death()), exit),
+                r = self.stuck.changed() => {
+                    if r.is_ok() && *self.stuck.borrow_and_update() == number {
+                        return End::Lost(Reason::Stuck, format!("no answer or sign of life for {:?}", s.stuck_after.0));
+                    }
+                }
+                _ = evidence_tick.tick(), if watching => {
+                    if let Some(v) = session.violation() {
+                        return End::Lost(reason_of(v), "the server broke the session's limits".to_owned());
+                    }
+                    self.evidence(session).await;
+                }
+                _ = ping_tick.tick() => {
+                    if ping.is_some() {
+                        // Never pile pings up: the one in flight is still
+                        // evidence, and one more interval without its answer
+                        // is one more judgement.
+                        self.send(Event::Skipped(live_kind)).await;
+                    } else {
+                        self.send(Event::Sent(live_kind)).await;
+                        // The request may stay in flight past `stuck_after`:
+                        // the owner judges stuck from silence, and the answer
+                        // must never race that judgement.
+                        ping = Some(InFlight {
+                            fut: Box::pin(probe::liveness::run(session, s.stuck_after.0 * 2)),
+                            late_at: Instant::now() + s.ping_timeout.0,
+                            late: false,
+                        });
+                    }
+                }
+                _ = async { tokio::time::sleep_until(late_at.expect("guarded")).await }, if late_at.is_some() => {
+                    if let Some(p) = ping.as_mut() {
+                        p.late = true;
+                    }
+                    // Fresh evidence first: is it working or gone quiet?
+                    self.evidence(session).await;
+                    self.send(Event::Late(live_kind, s.ping_timeout.0)).await;
+                }
+                outcome = async { (&mut ping.as_mut().expect("guarded").fut).await }, if ping.is_some() => {
+                    let was_late = ping.take().is_some_and(|p| p.late);
+                    let lost = outcome.link_lost();
+                    let detail = failure_detail(&outcome);
+                    self.send(Event::Probe { outcome, was_late }).await;
+                    if lost {
+                        return End::Lost(reason_of(session.death()), detail);
+                    }
+                }
+                _ = hc_tick.tick(), if has_health => {
+                    if hc.is_some() {
+                        self.send(Event::Skipped(ProbeKind::HealthCheck)).await;
+                    } else {
+                        self.send(Event::Sent(ProbeKind::HealthCheck)).await;
+                        hc = Some(Box::pin(probe::health_check::run(session, &hc_spec, s.health_check_timeout.0)));
+                    }
+                }
+                outcome = async { hc.as_mut().expect("guarded").await }, if hc.is_some() => {
+                    hc = None;
+                    let lost = outcome.link_lost();
+                    let detail = failure_detail(&outcome);
+                    self.send(Event::Probe { outcome, was_late: false }).await;
+                    if lost {
+                        return End::Lost(reason_of(session.death()), format!("health_check: {detail}"));
+                    }
+                }
+                _ = async { tokio::time::sleep_until(tool_due.expect("guarded")).await }, if tool_due.is_some() => {
+                    for i in tools.due(Instant::now()) {
+                        if tools.in_flight[i] {
+                            self.send(Event::Skipped(ProbeKind::Tool)).await;
+                            continue;
+                        }
+                        self.send(Event::Sent(ProbeKind::Tool)).await;
+                        tools.in_flight[i] = true;
+                        let p = &spec.tool_probes[i];
+                        tools.calls.push(Box::pin(async move {
+                            (i, probe::tool::run(session, p, p.request_timeout).await)
+                        }));
+                    }
+                }
+                Some((i, outcome)) = tools.calls.next(), if !tools.calls.is_empty() => {
+                    tools.in_flight[i] = false;
+                    let lost = outcome.link_lost();
+                    let detail = failure_detail(&outcome);
+                    if outcome.result.is_err() {
+                        tracing::info!(tool = %spec.tool_probes[i].tool, took_ms = outcome.duration.as_millis() as u64, error = %crate::redact::redact(&detail), "tool probe failed");
+                    }
+                    self.send(Event::Probe { outcome, was_late: false }).await;
+                    if lost {
+                        return End::Lost(reason_of(session.death()), format!("tool {}: {detail}", spec.tool_probes[i].tool));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Report the process tree and progress, the evidence that is not an answer.
+    async fn evidence(&self, session: &dyn Session) {
+        if let Some(sample) = session.process() {
+            self.send(Event::Process(sample)).await;
+        }
+        self.send(Event::Progress(session.progress())).await;
+    }
+
+    async fn send(&self, event: Event) {
+        // The owner outlives every supervisor; a closed channel means shutdown.
+        let _ = self.state.send(Msg::Server(self.id.clone(), event)).await;
+    }
+}
+
+fn failure_detail(o: &ProbeOutcome) -> String {
+    match &o.result {
+        Err(f) => f.detail.clone(),
+        Ok(_) => String::new(),
+    }
+}
+
+/// A stable offset in `[0, period)` derived from the server id.
+fn stagger(id: &str, period: Duration) -> Duration {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    id.hash(&mut h);
+    let nanos = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX).max(1);
+    Duration::from_nanos(h.finish() % nanos)
+}

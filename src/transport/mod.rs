@@ -1,0 +1,223 @@
+//! The transport layer: how mcpmon reaches one MCP server and what it can ask
+//! of it. Everything here is about one session; nothing here judges.
+//!
+//! - [`Session`] is what the probe layer and the supervisor talk to; the
+//!   real one is [`session::RmcpSession`] (stdio child or Streamable HTTP,
+//!   through rmcp), and tests script fakes behind the same trait.
+//! - [`Connector`] opens sessions for one server.
+//! - [`child`] spawns and shuts down stdio servers; [`procstat`] reads their
+//!   process tree from `/proc`; [`lean_ping`] sends legacy HTTP pings
+//!   without rmcp on the hot path.
+//!
+//! This layer imports only [`crate::config`] and [`crate::redact`].
+
+pub mod child;
+pub mod lean_ping;
+pub mod procstat;
+pub mod session;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use rmcp::model::CallToolResult;
+use serde::Serialize;
+
+/// A boxed future, as the object-safe [`Session`] trait returns them.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The protocol era a session speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Era {
+    /// `initialize` handshake, liveness by `ping`.
+    Legacy,
+    /// No handshake, liveness by `server/discover`.
+    Modern,
+}
+
+/// Who the server says it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ServerInfo {
+    /// Negotiated protocol revision.
+    pub protocol_version: String,
+    /// Implementation name.
+    pub name: String,
+    /// Implementation version.
+    pub version: String,
+}
+
+/// Why a request failed, classified.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// No answer before the deadline.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The transport is gone (stdio pipe closed).
+    #[error("transport closed")]
+    Closed,
+    /// Connection refused or reset, or the name does not resolve.
+    #[error("unreachable: {0}")]
+    Unreachable(String),
+    /// Any other transport failure (HTTP status, TLS, protocol violation).
+    #[error("transport error: {0}")]
+    Transport(String),
+    /// The server answered with a JSON-RPC error.
+    #[error("server error {code}: {message}")]
+    Rpc {
+        /// JSON-RPC error code.
+        code: i32,
+        /// Its message, truncated.
+        message: String,
+    },
+    /// The server answered with something that is not the expected result.
+    #[error("unexpected answer")]
+    Unexpected,
+}
+
+impl RequestError {
+    /// True when the failure means the link itself is gone.
+    pub fn is_transport_death(&self) -> bool {
+        matches!(self, RequestError::Closed | RequestError::Unreachable(_))
+    }
+}
+
+/// Why a synthetic tool call failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ToolCallError {
+    /// No answer and no progress for the request timeout: cancelled.
+    #[error("no progress within {0:?}; cancelled")]
+    IdleTimeout(Duration),
+    /// The maximum request timeout passed, progress or not: cancelled.
+    #[error("still running at the {0:?} cap; cancelled")]
+    MaxTimeout(Duration),
+    /// Anything else.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+}
+
+/// How a link was lost or could not be made: definitive transport evidence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkFailure {
+    /// The stdio child exited.
+    Exited,
+    /// Connection refused, reset, or the name does not resolve.
+    Unreachable,
+    /// Could not spawn or connect (TLS, HTTP error).
+    ConnectFailed,
+    /// Connected, but the handshake failed or timed out.
+    HandshakeFailed,
+    /// The server sent more requests than a client can be asked to serve.
+    RequestFlood,
+}
+
+/// Why opening a session failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{phase}: {detail}")]
+pub struct OpenError {
+    /// What kind of failure this is.
+    pub failure: LinkFailure,
+    /// Which phase failed: `spawn`, `connect` or `handshake`.
+    pub phase: &'static str,
+    /// What happened.
+    pub detail: String,
+}
+
+/// A sample of a stdio server's process tree.
+pub use procstat::Sample as ProcessSample;
+
+/// One open MCP session, as the probe layer and the supervisor see it.
+/// Every request takes its own deadline; nothing here waits unbounded.
+pub trait Session: Send + Sync {
+    /// The era this session speaks.
+    fn era(&self) -> Era;
+    /// Who the server said it is.
+    fn info(&self) -> &ServerInfo;
+    /// The era's liveness request (`ping` or `server/discover`).
+    fn liveness(&self, timeout: Duration) -> BoxFuture<'_, Result<Duration, RequestError>>;
+    /// Tool names, following pagination, bounded.
+    fn list_tools(&self, timeout: Duration) -> BoxFuture<'_, Result<Vec<String>, RequestError>>;
+    /// Call a tool. With `progress_resets`, each progress notification of
+    /// the call pushes `timeout` back, never past `max`; on expiry the call
+    /// is cancelled the way the era requires and the session stays open.
+    fn call_tool(&self, call: ToolCall) -> BoxFuture<'_, Result<CallToolResult, ToolCallError>>;
+    /// Resolves when the transport is definitively gone (the stdio child
+    /// exited), with a description; never resolves for HTTP.
+    fn gone(&self) -> BoxFuture<'_, String>;
+    /// How a dead transport of this kind is described.
+    fn death(&self) -> LinkFailure;
+    /// The stdio process tree's state, CPU and memory; `None` for HTTP.
+    fn process(&self) -> Option<ProcessSample>;
+    /// Progress notifications received so far, and the intervals between
+    /// consecutive ones of a request since the last call.
+    fn progress(&self) -> Progress;
+    /// Set when the server broke the session's rules (too many requests of
+    /// its own): the session must be dropped with this failure.
+    fn violation(&self) -> Option<LinkFailure> {
+        None
+    }
+    /// Close politely within a bounded time.
+    fn close(self: Box<Self>, grace: Duration) -> BoxFuture<'static, ()>;
+}
+
+/// One tool call's parameters.
+#[derive(Clone, Debug)]
+pub struct ToolCall {
+    /// Tool name.
+    pub name: String,
+    /// Arguments.
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+    /// Deadline (idle deadline when `progress_resets`).
+    pub timeout: Duration,
+    /// Hard cap.
+    pub max: Duration,
+    /// Whether progress notifications push `timeout` back.
+    pub progress_resets: bool,
+}
+
+/// Signs of progress a session collected.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Progress {
+    /// Progress notifications so far in this session.
+    pub count: u64,
+    /// Seconds between consecutive notifications of one request, since the
+    /// last call (bounded).
+    pub intervals: Vec<f64>,
+}
+
+/// Opens sessions to one server.
+pub trait Connector: Send + Sync {
+    /// Spawn or connect and shake hands, within the server's connect
+    /// timeout. `hint` is the era the server spoke last time.
+    fn open(&self, hint: Option<Era>) -> BoxFuture<'_, Result<Box<dyn Session>, OpenError>>;
+}
+
+/// At most `max` bytes, cut on a char boundary, with control characters
+/// (newlines, ESC) replaced: text from a server may reach logs and terminals.
+pub fn truncate(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out: String = s[..end]
+        .chars()
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect();
+    if end < s.len() {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncate_bounds_and_defuses_text() {
+        assert_eq!(truncate("abc", 10), "abc");
+        assert_eq!(truncate("abcdef", 3), "abc…");
+        assert_eq!(truncate("é", 1), "…");
+        assert_eq!(truncate("a\nb\x1b[31m", 10), "a\u{fffd}b\u{fffd}[31m");
+    }
+}
