@@ -6,6 +6,8 @@
 
 pub mod reconcile;
 pub mod server;
+#[cfg(test)]
+mod tests;
 
 pub use reconcile::{Diff, Supervisors};
 pub use server::CLOSE_GRACE;

@@ -12,6 +12,8 @@
 //! This layer imports only [`crate::config`] and [`crate::redact`].
 
 pub mod child;
+#[cfg(test)]
+pub mod fake;
 pub mod lean_ping;
 pub mod procstat;
 pub mod session;

@@ -1,0 +1,392 @@
+//! The supervisor and the state owner together, against scripted fake
+//! sessions, under paused time: what the README promises about busy, stuck
+//! and dead servers, proven in milliseconds of real time.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::server::Supervisor;
+use crate::config::{Dur, FleetPolicy, ServerSpec};
+use crate::state::testing::spec;
+use crate::state::verdict::{Reason, State};
+use crate::state::{Msg, Snapshot, owner};
+use crate::transport::Connector;
+use crate::transport::fake::{FakeConnector, Reply, Script};
+
+const PING_INTERVAL: Duration = Duration::from_secs(2);
+const PING_TIMEOUT: Duration = Duration::from_secs(1);
+const STUCK_AFTER: Duration = Duration::from_secs(10);
+/// When scripted faults begin; the server is healthy before.
+const FAULT_AT: Duration = Duration::from_secs(10);
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn server_spec() -> ServerSpec {
+    let mut s = spec("s");
+    let t = &mut s.settings;
+    t.ping_interval = Dur(PING_INTERVAL);
+    t.ping_timeout = Dur(PING_TIMEOUT);
+    t.stuck_after = Dur(STUCK_AFTER);
+    t.backoff_initial = Dur(secs(1));
+    t.backoff_max = Dur(secs(2));
+    s
+}
+
+/// One server under a supervisor, its owner, and a clock to read them by.
+struct Harness {
+    snaps: watch::Receiver<Arc<Snapshot>>,
+    start: Instant,
+    attempts: Arc<AtomicU64>,
+    cancel: CancellationToken,
+}
+
+impl Harness {
+    fn start(spec: ServerSpec, script: Script) -> Harness {
+        let start = Instant::now();
+        let (tx, rx) = mpsc::channel(1024);
+        let (snap_tx, snaps) = watch::channel(Arc::new(Snapshot::default()));
+        let cancel = CancellationToken::new();
+        tokio::spawn(owner::run(
+            rx,
+            snap_tx,
+            FleetPolicy::default(),
+            1,
+            secs(60),
+            cancel.child_token(),
+        ));
+        let connector = FakeConnector::new(script);
+        let attempts = connector.attempts();
+        let spec = Arc::new(spec);
+        let (stuck_tx, stuck_rx) = watch::channel(0);
+        // Sent before the supervisor exists, so the owner knows the server first.
+        tx.try_send(Msg::Add {
+            spec: spec.clone(),
+            stuck: stuck_tx,
+        })
+        .expect("room for the first message");
+        let sup = Supervisor {
+            id: Arc::from(spec.id.as_str()),
+            spec,
+            connector: Arc::new(connector) as Arc<dyn Connector>,
+            state: tx,
+            stuck: stuck_rx,
+            cancel: cancel.child_token(),
+        };
+        tokio::spawn(sup.run());
+        Harness {
+            snaps,
+            start,
+            attempts,
+            cancel,
+        }
+    }
+
+    /// The published state and reason at `t` since the start.
+    async fn at(&self, t: Duration) -> (State, Reason) {
+        tokio::time::sleep_until(self.start + t).await;
+        let snap = self.snaps.borrow().clone();
+        snap.servers
+            .get("s")
+            .map_or((State::Unknown, Reason::Starting), |r| {
+                (r.status.status, r.status.reason)
+            })
+    }
+
+    /// Every published (state, reason) from `from` to `to`, sampled each 100 ms.
+    async fn timeline(&self, from: Duration, to: Duration) -> Vec<(Duration, State, Reason)> {
+        let mut out = Vec::new();
+        let mut t = from;
+        while t <= to {
+            let (s, r) = self.at(t).await;
+            out.push((t, s, r));
+            t += Duration::from_millis(100);
+        }
+        out
+    }
+
+    fn attempts(&self) -> u64 {
+        self.attempts.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_prompt_server_is_healthy_and_stays_so() {
+    let h = Harness::start(server_spec(), Script::healthy());
+    let line = h.timeline(Duration::from_millis(500), secs(60)).await;
+    assert!(
+        line.iter()
+            .all(|(_, s, r)| (*s, *r) == (State::Healthy, Reason::Ok)),
+        "{line:?}"
+    );
+    assert_eq!(h.attempts(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn blocked_for_six_seconds_reads_healthy_within_rise_pings_of_the_block_ending() {
+    // Another client's CPU-bound call blocks the server's event loop from
+    // 10 s to 16 s: pings sent meanwhile are answered when it ends.
+    let (from, to) = (secs(10), secs(16));
+    let mut script = Script::healthy();
+    script.liveness = Arc::new(move |t| {
+        if t >= from && t < to {
+            Reply::At(to)
+        } else {
+            Reply::After(Duration::from_millis(1))
+        }
+    });
+    let spec = server_spec();
+    let rise = spec.settings.rise;
+    let h = Harness::start(spec, script);
+    let during = h.timeline(from, to).await;
+    assert!(
+        during.iter().any(|(_, s, _)| *s == State::Degraded),
+        "the block is visible while it lasts: {during:?}"
+    );
+    let bound = to + PING_INTERVAL * rise + secs(1);
+    let after = h.timeline(to, bound).await;
+    let (t, s, r) = *after.last().expect("samples");
+    assert_eq!((s, r), (State::Healthy, Reason::Ok), "at {t:?}: {after:?}");
+    // And it stays healthy: the episode is over, the window does not hold it.
+    let later = h.timeline(bound, bound + secs(120)).await;
+    assert!(
+        later.iter().all(|(_, s, _)| *s == State::Healthy),
+        "{later:?}"
+    );
+    assert_eq!(h.attempts(), 1, "never reconnected");
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_timeout_never_holds_a_server_degraded() {
+    let mut script = Script::healthy();
+    // One ping, sent between 10 s and 12 s, is answered after 3 s: late.
+    script.liveness = Arc::new(|t| {
+        if t >= secs(10) && t < secs(12) {
+            Reply::After(secs(3))
+        } else {
+            Reply::After(Duration::from_millis(1))
+        }
+    });
+    let h = Harness::start(server_spec(), script);
+    let during = h.timeline(secs(10), secs(16)).await;
+    assert!(
+        during.iter().any(|(_, _, r)| *r == Reason::Unresponsive),
+        "the late ping is visible while it lasts: {during:?}"
+    );
+    // From then on prompt answers, and the state must be healthy long
+    // before the 5 min window ends.
+    let line = h.timeline(secs(30), secs(90)).await;
+    assert!(
+        line.iter()
+            .all(|(_, s, r)| (*s, *r) == (State::Healthy, Reason::Ok)),
+        "{line:?}"
+    );
+    assert_eq!(h.attempts(), 1);
+}
+
+/// How the scripted server answers once the fault begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answers {
+    Prompt,
+    /// After 4 s: later than the ping timeout, sooner than stuck_after.
+    Late,
+    Never,
+    Errors,
+}
+
+/// Signs of life while it does not answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Life {
+    None,
+    Cpu,
+    Progress,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    answers: Answers,
+    life: Life,
+    stopped: bool,
+    crash: bool,
+}
+
+const CRASH_AT: Duration = Duration::from_secs(25);
+
+fn script(c: Case) -> Script {
+    let mut s = Script::healthy();
+    let faulty = move |t: Duration| t >= FAULT_AT;
+    let stopped = c.stopped;
+    s.stopped = Arc::new(move |t| stopped && faulty(t));
+    s.liveness = Arc::new(move |t| {
+        if !faulty(t) {
+            return Reply::After(Duration::from_millis(1));
+        }
+        if stopped {
+            return Reply::Never;
+        }
+        match c.answers {
+            Answers::Prompt => Reply::After(Duration::from_millis(1)),
+            Answers::Late => Reply::After(secs(4)),
+            Answers::Never => Reply::Never,
+            Answers::Errors => Reply::ErrorAfter(Duration::from_millis(1)),
+        }
+    });
+    let busy = move |t: Duration| !stopped && faulty(t);
+    match c.life {
+        Life::None => {}
+        Life::Cpu => {
+            s.cpu = Arc::new(move |t| {
+                if busy(t) {
+                    t - FAULT_AT
+                } else {
+                    Duration::ZERO
+                }
+            });
+        }
+        Life::Progress => {
+            s.progress = Arc::new(move |t| {
+                if busy(t) {
+                    (t - FAULT_AT).as_secs() + 1
+                } else {
+                    0
+                }
+            });
+        }
+    }
+    if c.crash {
+        s.crash_at = Some(CRASH_AT);
+    }
+    s
+}
+
+/// What the README promises for a case, checked on its timeline.
+fn check(c: Case, line: &[(Duration, State, Reason)], attempts: u64) {
+    let after = |t: Duration| line.iter().filter(move |(at, _, _)| *at >= t);
+    let before = |t: Duration| line.iter().filter(move |(at, _, _)| *at < t);
+    let never_unhealthy =
+        |w: &[(Duration, State, Reason)]| w.iter().all(|(_, s, _)| *s != State::Unhealthy);
+    // Before the fault, every case is a healthy server.
+    assert!(
+        before(FAULT_AT).all(|(_, s, _)| *s == State::Healthy),
+        "{c:?}: {line:?}"
+    );
+    let crash_seen = CRASH_AT + Duration::from_millis(300);
+    if c.crash {
+        // Transport death is definitive, whatever else the evidence says.
+        let (_, s, r) = *after(crash_seen).next().expect("sample");
+        assert_eq!(
+            (s, r),
+            (State::Unhealthy, Reason::Exited),
+            "{c:?}: {line:?}"
+        );
+    }
+    // What the fault leads to before any crash.
+    let window: Vec<_> = line
+        .iter()
+        .filter(|(t, _, _)| *t >= FAULT_AT && (!c.crash || *t < CRASH_AT))
+        .copied()
+        .collect();
+    let last = window.last().copied().expect("samples");
+    if c.stopped {
+        assert!(
+            window
+                .iter()
+                .any(|(_, s, r)| (*s, *r) == (State::Unhealthy, Reason::Stopped)),
+            "{c:?}: {window:?}"
+        );
+        if !c.crash {
+            assert_eq!(attempts, 1, "{c:?}: a stopped process is not restarted");
+        }
+        return;
+    }
+    match (c.answers, c.life) {
+        (Answers::Prompt, _) => {
+            assert!(
+                window.iter().all(|(_, s, _)| *s == State::Healthy),
+                "{c:?}: {window:?}"
+            );
+        }
+        (Answers::Errors, _) => {
+            assert_eq!(
+                (last.1, last.2),
+                (State::Unhealthy, Reason::Errors),
+                "{c:?}: {window:?}"
+            );
+        }
+        (Answers::Late, life) => {
+            // Lateness alone never makes a live server unhealthy.
+            assert!(never_unhealthy(&window), "{c:?}: {window:?}");
+            assert_eq!(last.1, State::Degraded, "{c:?}: {window:?}");
+            if life != Life::None {
+                assert!(
+                    window.iter().any(|(_, _, r)| *r == Reason::Busy),
+                    "{c:?}: {window:?}"
+                );
+            }
+        }
+        (Answers::Never, Life::Cpu | Life::Progress) => {
+            assert!(never_unhealthy(&window), "{c:?}: {window:?}");
+            assert_eq!(
+                (last.1, last.2),
+                (State::Degraded, Reason::Busy),
+                "{c:?}: {window:?}"
+            );
+            if !c.crash {
+                assert_eq!(attempts, 1, "{c:?}: a busy server is never rebuilt");
+            }
+        }
+        (Answers::Never, Life::None) => {
+            // Silent past stuck_after: stuck, definitive, and rebuilt.
+            let stuck_by = FAULT_AT + STUCK_AFTER + PING_INTERVAL + secs(1);
+            assert!(
+                window.iter().any(
+                    |(t, s, r)| *t <= stuck_by && (*s, *r) == (State::Unhealthy, Reason::Stuck)
+                ),
+                "{c:?}: {window:?}"
+            );
+            assert!(attempts >= 2, "{c:?}: a stuck session is rebuilt");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_busy_stuck_dead_matrix() {
+    let mut cases = Vec::new();
+    for answers in [
+        Answers::Prompt,
+        Answers::Late,
+        Answers::Never,
+        Answers::Errors,
+    ] {
+        for life in [Life::None, Life::Cpu, Life::Progress] {
+            for stopped in [false, true] {
+                for crash in [false, true] {
+                    cases.push(Case {
+                        answers,
+                        life,
+                        stopped,
+                        crash,
+                    });
+                }
+            }
+        }
+    }
+    assert_eq!(cases.len(), 48);
+    for c in cases {
+        let h = Harness::start(server_spec(), script(c));
+        let line = h.timeline(Duration::from_millis(500), secs(40)).await;
+        check(c, &line, h.attempts());
+    }
+}
