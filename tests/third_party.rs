@@ -260,3 +260,125 @@ async fn modern_sessions_never_take_the_lean_ping_path() {
     assert!(session.liveness(Duration::from_secs(5)).await.is_ok());
     Box::new(session).close(Duration::from_secs(2)).await;
 }
+
+/// A stdio server entry with HEALTH_SHAPE / HEALTH_STATUS in its env.
+fn shaped(id: &str, command: &std::path::Path, args: &[&str], shape: &str, status: &str) -> String {
+    let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "  - id: {id}\n    transport: stdio\n    command: {:?}\n    args: [{}]\n    env: {{HEALTH_SHAPE: {shape}, HEALTH_STATUS: {status}}}\n",
+        command.display(),
+        args.join(", ")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_check_shapes_of_the_python_and_typescript_sdks_are_read() {
+    // FastMCP (mcp 1.x) and MCPServer (mcp 2.x) wrap a `-> str` return as
+    // structuredContent {"result": "<text>"}; TypeScript SDK tools answer
+    // text blocks. A server saying "degraded" in any of them reads degraded.
+    let script = python_server();
+    let script = script.to_str().expect("utf-8 path");
+    let node = repo().join("tests/node/node_modules/.bin/node");
+    let ts = repo().join("tests/node/health-server.mjs");
+    let ts = ts.to_str().expect("utf-8 path");
+    let mut servers = String::new();
+    for era in ["legacy", "modern"] {
+        for shape in ["json", "word"] {
+            let id = format!("py-{era}-{shape}");
+            servers += &shaped(&id, &python(era), &[script, "stdio"], shape, "degraded");
+        }
+    }
+    for shape in ["json", "word"] {
+        servers += &shaped(&format!("ts-{shape}"), &node, &[ts], shape, "degraded");
+    }
+    servers += &shaped(
+        "py-nominal",
+        &python("legacy"),
+        &[script, "stdio"],
+        "word",
+        "nominal",
+    );
+    servers += &shaped("ts-nominal", &node, &[ts], "word", "nominal");
+    let mon = Monitor::start(&format!("{FAST_GLOBAL}servers:\n{servers}")).await;
+    for id in [
+        "py-legacy-json",
+        "py-legacy-word",
+        "py-modern-json",
+        "py-modern-word",
+        "ts-json",
+        "ts-word",
+    ] {
+        let (v, _) = mon.wait_status(id, "degraded", SLOW_START + SLACK).await;
+        assert_eq!(v["reason"], "health_check_degraded", "{id}: {v}");
+        assert_eq!(v["health_check"]["status"], "degraded", "{id}: {v}");
+    }
+    // A word mcpmon does not know is visible as such, never read as healthy.
+    for id in ["py-nominal", "ts-nominal"] {
+        let (v, _) = mon.wait_status(id, "degraded", SLOW_START + SLACK).await;
+        assert_eq!(v["reason"], "health_check_unreadable", "{id}: {v}");
+        assert_eq!(v["health_check"]["status"], "unreadable", "{id}: {v}");
+        let failures = metric(
+            &mon.metrics().await,
+            &format!(
+                r#"mcpmon_probe_failures_total{{probe="health_check",reason="unreadable",server="{id}"}}"#
+            ),
+        )
+        .unwrap_or(0.0);
+        assert!(failures >= 1.0, "{id}: unreadable reports counted");
+    }
+    mon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_server_blocked_by_another_client_recovers_within_rise_pings() {
+    // Another client calls a tool that blocks the server's event loop for
+    // 6 s. mcpmon sees it late (degraded), and once the block ends it must
+    // read healthy again after `rise` prompt pings, not after its window.
+    let script = python_server();
+    let script = script.to_str().expect("utf-8 path");
+    let port = free_port();
+    let _py = third_party_http(
+        &python("legacy"),
+        &[script, "http", &port.to_string()],
+        &[],
+        port,
+    )
+    .await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let (interval, rise) = (Duration::from_secs(2), 2);
+    let yaml = format!(
+        "global:\n  ping_interval: 2s\n  ping_timeout: 1s\n  rise: {rise}\n  stuck_after: 60s\nservers:\n{}",
+        http("blocked", &url)
+    );
+    let mon = Monitor::start(&yaml).await;
+    mon.wait_status("blocked", "healthy", SLOW_START).await;
+    let mut other = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpmon"))
+        // Options before the URL: everything after it is taken as the target.
+        .args([
+            "probe",
+            "--call",
+            "block",
+            "--args",
+            r#"{"seconds": 6}"#,
+            &url,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("second client");
+    let (v, _) = mon.wait_status("blocked", "degraded", SLACK).await;
+    assert_eq!(v["reason"], "unresponsive", "{v}");
+    tokio::time::timeout(SLACK, other.wait())
+        .await
+        .expect("the blocking call ends")
+        .expect("second client ran");
+    let (v, took) = mon.wait_status("blocked", "healthy", SLACK).await;
+    assert_eq!(v["sessions"], 1, "recovered without a reconnect: {v}");
+    eprintln!("healthy again {took:?} after the block ended");
+    // A margin for a loaded machine, but far below the 5 min window that
+    // used to hold it degraded.
+    let bound = interval * rise + Duration::from_secs(1) + Duration::from_secs(10);
+    assert!(took <= bound, "took {took:?}, bound {bound:?}");
+    mon.stop().await;
+}

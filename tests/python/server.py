@@ -5,8 +5,15 @@ MCPServer), over stdio or Streamable HTTP:
 
     python server.py stdio
     python server.py http PORT
+
+HEALTH_SHAPE picks how health_check answers, the ways Python servers write
+it: `dict` (a dict return, the default), `json` (a `-> str` return holding
+JSON text) or `word` (a `-> str` return holding the bare status word).
+HEALTH_STATUS is the status it reports (default healthy).
 """
 
+import json
+import os
 import sys
 import time
 
@@ -21,16 +28,41 @@ CALLS = {"n": 0}
 mcp = Server("python-sdk-demo")
 
 
-@mcp.tool()
-def health_check() -> dict:
-    """Report this server's health."""
+SHAPE = os.environ.get("HEALTH_SHAPE", "dict")
+STATUS = os.environ.get("HEALTH_STATUS", "healthy")
+
+
+def report() -> dict:
     CALLS["n"] += 1
     return {
-        "status": "healthy",
+        "status": STATUS,
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "uptime_seconds": int(time.time() - STARTED),
         "request_count": CALLS["n"],
     }
+
+
+if SHAPE == "dict":
+
+    @mcp.tool()
+    def health_check() -> dict:
+        """Report this server's health."""
+        return report()
+
+else:
+    # FastMCP wraps a `str` return as structuredContent {"result": "..."}.
+
+    @mcp.tool()
+    def health_check() -> str:
+        """Report this server's health."""
+        return json.dumps(report()) if SHAPE == "json" else STATUS
+
+
+@mcp.tool()
+async def block(seconds: float) -> str:
+    """Block the server's event loop (a CPU-bound call done wrong)."""
+    time.sleep(seconds)
+    return "done"
 
 
 @mcp.tool()
