@@ -402,3 +402,64 @@ async fn metrics_exposition_passes_promtool() {
     );
     mon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_health_of_one_generation_never_disagree() {
+    // Two servers flap (one crashes every 300 ms and is restarted, one fails
+    // half its pings); /health/fleet and /metrics are sampled back to back,
+    // and whenever both carry the same generation they must agree on every
+    // server's state and reason, and on the fleet counts.
+    let yaml = fleet(&[
+        stdio_server("crashy", &marker("gc"), &["--crash-after-ms", "300"]),
+        stdio_server("flaky", &marker("gf"), &["--fail-rate", "0.5"]),
+        stdio_server("steady", &marker("gs"), &[]),
+    ]);
+    let mon = Monitor::start(&yaml).await;
+    let mut compared = 0;
+    let mut crashy_states = std::collections::HashSet::new();
+    let start = Instant::now();
+    while (compared < 60 || crashy_states.len() < 2) && start.elapsed() < Duration::from_secs(60) {
+        let (_, f) = mon.get_json("/health/fleet").await;
+        let m = mon.metrics().await;
+        let generation = metric(&m, "mcpmon_snapshot_generation");
+        if f["generation"].as_f64() != generation {
+            continue;
+        }
+        compared += 1;
+        for s in f["servers"].as_array().expect("servers") {
+            let (id, state, reason) = (
+                s["id"].as_str().expect("id"),
+                s["status"].as_str().expect("status"),
+                s["reason"].as_str().expect("reason"),
+            );
+            let series = format!(r#"mcpmon_server_state{{server="{id}",state="{state}"}}"#);
+            assert_eq!(
+                metric(&m, &series),
+                Some(1.0),
+                "{id} is {state} in JSON\n{m}"
+            );
+            let series = format!(r#"mcpmon_server_reason{{reason="{reason}",server="{id}"}}"#);
+            assert_eq!(metric(&m, &series), Some(1.0), "{id} is {reason} in JSON");
+            if id == "crashy" {
+                crashy_states.insert(state.to_owned());
+            }
+        }
+        for state in ["healthy", "degraded", "unhealthy", "unknown"] {
+            let series = format!(r#"mcpmon_fleet_servers{{state="{state}"}}"#);
+            assert_eq!(
+                metric(&m, &series),
+                f["summary"][state].as_f64(),
+                "{state} count"
+            );
+        }
+    }
+    assert!(
+        compared >= 60,
+        "only {compared} samples shared a generation"
+    );
+    assert!(
+        crashy_states.len() >= 2,
+        "the flapping server never changed state: {crashy_states:?}"
+    );
+    mon.stop().await;
+}
