@@ -46,6 +46,11 @@ impl<'de> Deserialize<'de> for Dur {
 pub struct Secret(String);
 
 impl Secret {
+    /// Wrap a value that must never be printed.
+    pub fn new(value: String) -> Secret {
+        Secret(value)
+    }
+
     /// The real value, for handing to a transport. Never log it.
     pub fn expose(&self) -> &str {
         &self.0
@@ -223,6 +228,9 @@ struct ServerFile {
     args: Vec<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    /// Names of mcpmon's own environment variables passed through to the child.
+    #[serde(default)]
+    inherit_env: Vec<String>,
     cwd: Option<String>,
     url: Option<String>,
     #[serde(default)]
@@ -283,6 +291,9 @@ pub enum TransportSpec {
         args: Vec<String>,
         /// Extra environment; values are secrets.
         env: Vec<(String, Secret)>,
+        /// Variables of mcpmon's own environment passed through, beyond
+        /// [`crate::transport::child::ENV_ALLOWLIST`].
+        inherit_env: Vec<String>,
         /// Working directory.
         cwd: Option<PathBuf>,
     },
@@ -653,6 +664,18 @@ impl Validator<'_> {
                         );
                     }
                 }
+                for (i, name) in s.inherit_env.iter().enumerate() {
+                    let ok = !name.is_empty()
+                        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                    if !ok {
+                        let mut p = field("inherit_env");
+                        p.push(Seg::Index(i));
+                        self.error(
+                            &p,
+                            format!("{name:?} is not an environment variable name ([A-Za-z0-9_]+)"),
+                        );
+                    }
+                }
                 let Some(command) = s
                     .command
                     .as_deref()
@@ -695,6 +718,7 @@ impl Validator<'_> {
                     command,
                     args,
                     env,
+                    inherit_env: s.inherit_env.clone(),
                     cwd,
                 }
             }
@@ -703,6 +727,7 @@ impl Validator<'_> {
                     ("command", s.command.is_some()),
                     ("args", !s.args.is_empty()),
                     ("env", !s.env.is_empty()),
+                    ("inherit_env", !s.inherit_env.is_empty()),
                     ("cwd", s.cwd.is_some()),
                 ] {
                     if present {

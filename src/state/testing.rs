@@ -19,6 +19,7 @@ pub fn spec(id: &str) -> ServerSpec {
             command: "x".into(),
             args: vec![],
             env: vec![],
+            inherit_env: vec![],
             cwd: None,
         },
         settings: Settings::default(),

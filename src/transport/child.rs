@@ -64,12 +64,63 @@ pub struct Spawned {
     pub stdin: ChildStdin,
 }
 
-/// Spawn the configured command in its own process group.
+/// Variables of mcpmon's environment every child gets: what programs need
+/// to find themselves, their caches and their locale. Nothing else passes
+/// unless a server names it in `inherit_env`: mcpmon's environment holds the
+/// secrets of every server, and a child is third-party code.
+pub const ENV_ALLOWLIST: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+    "TMPDIR",
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_RUNTIME_DIR",
+];
+
+/// The child's environment: the allowlist and `inherit` taken from
+/// `parent`, then the server's own `env`, which wins.
+pub fn child_env<'a>(
+    parent: impl Fn(&str) -> Option<std::ffi::OsString>,
+    inherit: &'a [String],
+    own: &'a [(String, crate::config::Secret)],
+) -> Vec<(String, std::ffi::OsString)> {
+    let mut out: Vec<(String, std::ffi::OsString)> = Vec::new();
+    let names = ENV_ALLOWLIST
+        .iter()
+        .copied()
+        .chain(inherit.iter().map(String::as_str));
+    for name in names {
+        if let Some(v) = parent(name)
+            && !out.iter().any(|(k, _)| k == name)
+        {
+            out.push((name.to_owned(), v));
+        }
+    }
+    for (k, v) in own {
+        out.retain(|(n, _)| n != k);
+        out.push((k.clone(), v.expose().into()));
+    }
+    out
+}
+
+/// Spawn the configured command in its own process group, with a cleared
+/// environment (see [`ENV_ALLOWLIST`]).
 pub fn spawn(server_id: &str, spec: &TransportSpec) -> std::io::Result<Spawned> {
     let TransportSpec::Stdio {
         command,
         args,
         env,
+        inherit_env,
         cwd,
     } = spec
     else {
@@ -77,7 +128,8 @@ pub fn spawn(server_id: &str, spec: &TransportSpec) -> std::io::Result<Spawned> 
     };
     let mut cmd = Command::new(command);
     cmd.args(args)
-        .envs(env.iter().map(|(k, v)| (k, v.expose())))
+        .env_clear()
+        .envs(child_env(|n| std::env::var_os(n), inherit_env, env))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -260,5 +312,28 @@ impl RateLimit {
             tracing::warn!(server = %server, dropped = self.dropped, "stderr lines dropped by rate limit");
             self.dropped = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_child_environment_is_the_allowlist_plus_what_the_server_names() {
+        let parent = |n: &str| {
+            ["PATH", "HOME", "OTHER_TOKEN", "PROXY_URL"]
+                .contains(&n)
+                .then(|| std::ffi::OsString::from(format!("parent-{n}")))
+        };
+        let own = vec![(
+            "HOME".to_owned(),
+            crate::config::Secret::new("/srv/mine".to_owned()),
+        )];
+        let env = child_env(parent, &["PROXY_URL".to_owned()], &own);
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["PATH", "PROXY_URL", "HOME"]);
+        assert_eq!(env[2].1, "/srv/mine", "the server's own env wins");
+        assert!(!names.contains(&"OTHER_TOKEN"));
     }
 }
