@@ -629,3 +629,57 @@ async fn an_idle_stream_cut_by_a_real_proxy_does_not_break_the_session() {
     assert_bystander_untouched(&mon).await;
     assert_no_leak(&mon, base, 8 * 1024).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_flooding_requests_is_cut_off_and_memory_stays_bounded() {
+    // It answers initialize, then writes ping requests forever and never
+    // reads its stdin again, so no reply can ever be delivered.
+    let (_d, mon) = start(&[stdio_cmd(
+        "flooder",
+        "python3",
+        &[&hostile(), "stdio", "flood"],
+        &marker("fl"),
+    )])
+    .await;
+    let base = held(mon.pid());
+    let start = Instant::now();
+    loop {
+        let (_, m) = mon.get("/metrics").await;
+        let cut = metric(
+            &m,
+            r#"mcpmon_session_closes_total{reason="request_flood",server="flooder"}"#,
+        )
+        .unwrap_or(0.0);
+        if cut >= 2.0 {
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "the flood was never cut off");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, v) = mon.server("flooder").await;
+    let flooded = v["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .any(|e| e["reason"] == "request_flood");
+    assert!(flooded, "its own reason on the timeline: {v}");
+    // Every new session floods again and is cut off again; mcpmon's memory
+    // stays within a stated bound of its baseline all along (bounded watch).
+    const BOUND_KIB: u64 = 64 * 1024;
+    let mut peak = base.rss_kib;
+    let watch = Instant::now();
+    while watch.elapsed() < Duration::from_secs(8) {
+        peak = peak.max(held(mon.pid()).rss_kib);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!(
+        "request flood: baseline {} KiB, peak {peak} KiB",
+        base.rss_kib
+    );
+    assert!(
+        peak <= base.rss_kib + BOUND_KIB,
+        "RSS grew from {} to {peak} KiB",
+        base.rss_kib
+    );
+    assert_bystander_untouched(&mon).await;
+}

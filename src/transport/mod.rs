@@ -14,6 +14,7 @@
 pub mod child;
 #[cfg(test)]
 pub mod fake;
+pub mod guard;
 pub mod lean_ping;
 pub mod procstat;
 pub mod session;

@@ -25,6 +25,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientCacheConfig, ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
 
 use super::child::{self, Child};
+use super::guard::{Flood, Guarded};
 use super::lean_ping::{Lean, LeanPinger, Recorder};
 use super::{
     BoxFuture, Connector, Era, LinkFailure, OpenError, Progress, RequestError, ServerInfo, Session,
@@ -139,6 +140,8 @@ impl ClientHandler for Monitor {
 /// An open session.
 pub struct RmcpSession {
     service: RunningService<RoleClient, Monitor>,
+    /// The bound on the server's own requests; tripped ends the session.
+    flood: Arc<Flood>,
     child: Option<Child>,
     era: Era,
     info: ServerInfo,
@@ -233,6 +236,12 @@ impl RmcpSession {
             activity: activity.clone(),
             legacy_version,
         };
+        let flood = Arc::new(Flood::default());
+        let flooded = |phase| OpenError {
+            failure: LinkFailure::RequestFlood,
+            phase,
+            detail: "the server sent more requests than mcpmon serves".to_owned(),
+        };
         let mut lean = None;
         let (service, child) = match &spec.transport {
             TransportSpec::Stdio { .. } => {
@@ -241,11 +250,14 @@ impl RmcpSession {
                     phase: "spawn",
                     detail: e.to_string(),
                 })?;
-                let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(
-                    spawned.stdout,
-                    spawned.stdin,
-                )
-                .with_max_line_length(MAX_LINE_BYTES);
+                let transport = Guarded::new(
+                    rmcp::transport::async_rw::AsyncRwTransport::new_client(
+                        spawned.stdout,
+                        spawned.stdin,
+                    )
+                    .with_max_line_length(MAX_LINE_BYTES),
+                    flood.clone(),
+                );
                 let child = spawned.child;
                 let started = tokio::time::timeout(
                     deadline,
@@ -254,6 +266,10 @@ impl RmcpSession {
                 .await;
                 match started {
                     Ok(Ok(service)) => (service, Some(child)),
+                    Ok(Err(_)) if flood.tripped() => {
+                        child.shutdown(Duration::from_millis(500)).await;
+                        return Err(flooded("handshake"));
+                    }
                     Ok(Err(e)) => {
                         // Give a dying child a moment to be reaped so the reason is right.
                         let exit = tokio::time::timeout(Duration::from_millis(200), child.exited())
@@ -306,7 +322,10 @@ impl RmcpSession {
                 config = config.custom_headers(custom);
                 let recorder = Recorder::new(http.clone());
                 lean = Some(LeanPinger::new(http.clone(), url.clone(), recorder.clone()));
-                let transport = StreamableHttpClientTransport::with_client(recorder, config);
+                let transport = Guarded::new(
+                    StreamableHttpClientTransport::with_client(recorder, config),
+                    flood.clone(),
+                );
                 match tokio::time::timeout(
                     deadline,
                     handler.serve_with_lifecycle(transport, lifecycle),
@@ -314,6 +333,7 @@ impl RmcpSession {
                 .await
                 {
                     Ok(Ok(service)) => (service, None),
+                    Ok(Err(_)) if flood.tripped() => return Err(flooded("handshake")),
                     Ok(Err(e)) => return Err(classify_open(&e)),
                     Err(_) => {
                         return Err(OpenError {
@@ -352,6 +372,7 @@ impl RmcpSession {
             Era::Legacy
         };
         Ok(RmcpSession {
+            flood,
             service,
             child,
             era,
@@ -511,6 +532,9 @@ impl Session for RmcpSession {
     }
 
     fn death(&self) -> LinkFailure {
+        if self.flood.tripped() {
+            return LinkFailure::RequestFlood;
+        }
         match self.child {
             Some(_) => LinkFailure::Exited,
             None => LinkFailure::Unreachable,
@@ -523,6 +547,10 @@ impl Session for RmcpSession {
 
     fn progress(&self) -> Progress {
         self.activity.take()
+    }
+
+    fn violation(&self) -> Option<LinkFailure> {
+        self.flood.tripped().then_some(LinkFailure::RequestFlood)
     }
 
     /// Close politely: stop the service (closing stdin / ending the HTTP

@@ -9,6 +9,8 @@ stdio servers (speak JSON-RPC on stdin/stdout, legacy era):
     hostile.py stdio bad-health    # health_check result is malformed
     hostile.py stdio tool-churn    # a different tools list on every call, 5000 tools
     hostile.py stdio malformed     # answers with broken JSON-RPC envelopes
+    hostile.py stdio flood         # after initialize, writes ping requests forever, never reads again
+    hostile.py stdio loud-info     # serverInfo with a 1 MiB protocolVersion, \n and ESC in its name
 
 HTTP fault proxy in front of a real server, mode read from a file per request:
     hostile.py proxy UPSTREAM_URL PORT MODE_FILE
@@ -68,8 +70,26 @@ def stdio(mode):
             sys.stdout.write("garbage between messages\n")
             sys.stderr.write("x" * 10000 + "\n")
             sys.stderr.flush()
-        if method == "initialize":
+        if method == "initialize" and mode == "loud-info":
+            info = {
+                "protocolVersion": "9" * (1024 * 1024),
+                "capabilities": {"tools": {}},
+                "serverInfo": {
+                    "name": "evil\nlevel=ERROR msg=\"forged line\" \x1b[31mred\x1b[0m",
+                    "version": "v" * (1024 * 1024),
+                },
+            }
+            result(msg_id, info)
+        elif method == "initialize":
             result(msg_id, INIT)
+            if mode == "flood":
+                # Wait for the client's notifications/initialized, then flood
+                # and never read stdin again.
+                sys.stdin.readline()
+                n = 0
+                while True:
+                    n += 1
+                    send({"jsonrpc": "2.0", "id": f"flood-{n}", "method": "ping"})
         elif method == "ping":
             if mode == "huge":
                 result(msg_id, {"pad": "x" * (16 * 1024 * 1024)})
