@@ -24,6 +24,15 @@ pub const KNOWN_VERSIONS: &[&str] = &[
 /// The first revision of the modern (handshake-less) era.
 pub const MODERN_VERSION: &str = "2026-07-28";
 
+/// The known revisions of the modern era.
+const MODERN_VERSIONS: &[&str] = &[MODERN_VERSION];
+
+/// Whether `version` is a known modern-era revision. Eras are told by
+/// membership, never by comparing strings: a server may say anything.
+pub fn is_modern(version: &str) -> bool {
+    MODERN_VERSIONS.contains(&version)
+}
+
 /// A duration written as `250ms`, `5s`, `2m`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Dur(pub Duration);
@@ -75,7 +84,7 @@ pub enum Protocol {
 impl Protocol {
     /// True when pinned to the modern era.
     pub fn is_pinned_modern(&self) -> bool {
-        matches!(self, Protocol::Pinned(v) if v.as_str() >= MODERN_VERSION)
+        matches!(self, Protocol::Pinned(v) if is_modern(v))
     }
 }
 

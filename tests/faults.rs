@@ -683,3 +683,44 @@ async fn a_server_flooding_requests_is_cut_off_and_memory_stays_bounded() {
     );
     assert_bystander_untouched(&mon).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_s_huge_and_control_character_strings_stay_out_of_outputs() {
+    // serverInfo with a 1 MiB protocolVersion and version, and a name with
+    // a newline, a forged log line and ESC sequences.
+    let (_d, mon) = start(&[stdio_cmd(
+        "loud",
+        "python3",
+        &[&hostile(), "stdio", "loud-info"],
+        &marker("fi"),
+    )])
+    .await;
+    let start = Instant::now();
+    let v = loop {
+        let (_, v) = mon.server("loud").await;
+        if v["sessions"].as_u64().unwrap_or(0) >= 1 || v["status"] == "unhealthy" {
+            break v;
+        }
+        assert!(start.elapsed() < PATIENCE, "no verdict: {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (_, body) = mon.get("/health/servers/loud").await;
+    assert!(body.len() < 16 * 1024, "{} bytes of JSON", body.len());
+    assert_eq!(v["protocol_version"], "unknown", "{v}");
+    let name = v["server_name"].as_str().unwrap_or("");
+    assert!(!name.chars().any(char::is_control), "{name:?}");
+    let (_, m) = mon.get("/metrics").await;
+    let loud: usize = m
+        .lines()
+        .filter(|l| l.contains("server=\"loud\""))
+        .map(str::len)
+        .sum();
+    assert!(loud < 8 * 1024, "{loud} bytes of series for one server");
+    for line in mon.log_text().lines() {
+        let parsed: Value = serde_json::from_str(line).expect("every log line is one JSON object");
+        assert_ne!(parsed["fields"]["message"], "forged line", "{line}");
+        assert!(line.len() < 8 * 1024, "a {} byte log line", line.len());
+        assert!(!line.contains('\u{1b}'), "ESC reached the log: {line}");
+    }
+    assert_bystander_untouched(&mon).await;
+}

@@ -377,7 +377,7 @@ impl Owner {
 /// The probe kinds a server will run, so their counters exist from the start.
 fn probe_kinds(spec: &ServerSpec) -> Vec<ProbeKind> {
     let mut kinds = match &spec.protocol {
-        Protocol::Pinned(v) if v.as_str() >= crate::config::MODERN_VERSION => {
+        Protocol::Pinned(v) if crate::config::is_modern(v) => {
             vec![ProbeKind::Discover]
         }
         Protocol::Pinned(_) => vec![ProbeKind::Ping],

@@ -31,7 +31,7 @@ use super::{
     BoxFuture, Connector, Era, LinkFailure, OpenError, Progress, RequestError, ServerInfo, Session,
     ToolCall, ToolCallError, truncate,
 };
-use crate::config::{MODERN_VERSION, Protocol, ServerSpec, TransportSpec};
+use crate::config::{KNOWN_VERSIONS, Protocol, ServerSpec, TransportSpec, is_modern};
 
 /// Largest single stdio message accepted from a server.
 const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
@@ -359,14 +359,21 @@ impl RmcpSession {
                     .as_ref()
                     .map(|i| (i.name.clone(), i.version.clone()))
                     .unwrap_or_default();
+                let version_spoken = p.protocol_version.to_string();
                 ServerInfo {
-                    protocol_version: p.protocol_version.to_string(),
+                    // A revision mcpmon does not know is shown as such, not
+                    // copied: the server chose that string.
+                    protocol_version: if KNOWN_VERSIONS.contains(&version_spoken.as_str()) {
+                        version_spoken
+                    } else {
+                        "unknown".to_owned()
+                    },
                     name: truncate(&name, 128),
                     version: truncate(&version, 64),
                 }
             })
             .unwrap_or_default();
-        let era = if info.protocol_version.as_str() >= MODERN_VERSION {
+        let era = if is_modern(&info.protocol_version) {
             Era::Modern
         } else {
             Era::Legacy
@@ -437,7 +444,7 @@ impl RmcpSession {
             let ServerResult::ListToolsResult(page) = self.request(request, timeout).await? else {
                 return Err(RequestError::Unexpected);
             };
-            names.extend(page.tools.into_iter().map(|t| t.name.into_owned()));
+            names.extend(page.tools.into_iter().map(|t| truncate(&t.name, 128)));
             if names.len() >= MAX_TOOLS {
                 names.truncate(MAX_TOOLS);
                 break;
@@ -581,7 +588,7 @@ fn lifecycle(protocol: &Protocol, hint: Option<Era>) -> (ClientLifecycleMode, Pr
         ),
         (Protocol::Auto, Some(Era::Modern)) => (modern(), latest_legacy),
         (Protocol::Auto, Some(Era::Legacy)) => (ClientLifecycleMode::Initialize, latest_legacy),
-        (Protocol::Pinned(v), _) if v.as_str() >= MODERN_VERSION => (modern(), latest_legacy),
+        (Protocol::Pinned(v), _) if is_modern(v) => (modern(), latest_legacy),
         (Protocol::Pinned(v), _) => {
             // Config validation only admits known revisions, so this parses.
             let version = serde_json::from_value(serde_json::Value::String(v.clone()))
