@@ -16,6 +16,8 @@ use super::verdict::{
     Transition, Window, judge,
 };
 use crate::config::ServerSpec;
+#[cfg(test)]
+use crate::config::Settings;
 use crate::probe::{Answer, FailureReason, ProbeOutcome};
 use crate::transport::{Era, ProcessSample, ServerInfo};
 
@@ -461,4 +463,230 @@ fn ser_opt_time<S: serde::Serializer>(t: &Option<SystemTime>, s: S) -> Result<S:
 /// RFC 3339 in UTC with milliseconds.
 pub fn rfc3339(t: SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::health_check::HealthReport;
+    use crate::probe::{Failure, ProbeKind};
+    use crate::state::testing::{answered, failed, spec};
+    use crate::transport::procstat::RunState;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn open(t: &mut Tracker, now: Instant) -> Option<Transition> {
+        let info = ServerInfo {
+            protocol_version: "2025-06-18".into(),
+            name: "demo".into(),
+            version: "1".into(),
+        };
+        t.session_opened(Era::Legacy, info, Some(3), Duration::from_millis(2), now)
+    }
+
+    fn kinds(t: &Tracker) -> Vec<&'static str> {
+        t.status().events.iter().map(|e| e.kind).collect()
+    }
+
+    fn sample(cpu_ms: u64, state: RunState) -> ProcessSample {
+        ProcessSample {
+            state,
+            cpu: Duration::from_millis(cpu_ms),
+            rss_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn sessions_are_counted_and_their_ends_named() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&spec("a"), t0);
+        let tr = t.link_down(Reason::ConnectFailed, "refused", t0);
+        assert_eq!(tr.map(|x| x.to), Some(State::Unhealthy));
+        assert_eq!(kinds(&t), ["connect_failed", "state_changed"]);
+        open(&mut t, t0);
+        open(&mut t, t0);
+        assert_eq!(t.status().sessions, 2);
+        assert_eq!(t.status().tools, Some(3));
+        assert_eq!(t.status().era, Some(Era::Legacy));
+        t.link_down(Reason::Exited, "gone", t0);
+        assert_eq!(
+            t.status().events.back().map(|e| e.kind),
+            Some("state_changed")
+        );
+        assert!(kinds(&t).contains(&"session_closed"));
+        assert_eq!(t.status().era, None);
+        assert_eq!(
+            (t.status().status, t.status().reason),
+            (State::Unhealthy, Reason::Exited)
+        );
+        assert_eq!(t.status().detail, "gone");
+    }
+
+    #[test]
+    fn a_late_ping_answered_ends_its_episode_and_resets_the_failure_count() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        t.liveness_late(secs(5), t0 + secs(5));
+        assert_eq!(t.status().consecutive_failures, 1);
+        assert_eq!(
+            t.status().reason,
+            Reason::Ok,
+            "one late ping is one judgement of three"
+        );
+        assert_eq!(t.judgement(t0 + secs(5)).reason, Reason::Unresponsive);
+        t.probe(&answered(ProbeKind::Ping, 7000), true, t0 + secs(7));
+        assert_eq!(t.status().consecutive_failures, 0);
+        assert_eq!(t.status().response_time_ms, Some(7000.0));
+        assert_eq!(t.judgement(t0 + secs(7)).state, State::Healthy);
+    }
+
+    #[test]
+    fn errors_count_but_prove_the_server_is_there() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        let stuck = Settings::default().stuck_after.0;
+        for i in 1..=3 {
+            let at = t0 + stuck / 2 * i;
+            t.probe(&failed(ProbeKind::Ping, FailureReason::RpcError), false, at);
+            assert!(!t.is_stuck(at), "an error answer is an answer");
+        }
+        assert_eq!(t.status().consecutive_failures, 3);
+        assert_eq!(
+            (t.status().status, t.status().reason),
+            (State::Unhealthy, Reason::Errors)
+        );
+        // Timeouts are not answers: silence grows.
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        t.probe(
+            &failed(ProbeKind::Ping, FailureReason::Timeout),
+            false,
+            t0 + stuck,
+        );
+        assert!(t.is_stuck(t0 + stuck));
+    }
+
+    #[test]
+    fn cpu_counts_as_life_only_above_a_share_of_a_core() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        t.liveness_late(secs(5), t0 + secs(5));
+        t.process(&sample(0, RunState::Alive), t0 + secs(5));
+        // 10 % of a core over a second: housekeeping, not work.
+        t.process(&sample(100, RunState::Alive), t0 + secs(6));
+        assert_eq!(t.judgement(t0 + secs(6)).reason, Reason::Unresponsive);
+        // 20 % is work.
+        t.process(&sample(300, RunState::Alive), t0 + secs(7));
+        assert_eq!(t.judgement(t0 + secs(7)).reason, Reason::Busy);
+        // Work pushes silence back: not stuck at stuck_after from the last answer.
+        let stuck = Settings::default().stuck_after.0;
+        assert!(!t.is_stuck(t0 + stuck));
+        assert!(t.is_stuck(t0 + secs(7) + stuck));
+        // Progress notifications count the same way.
+        t.activity(t0 + stuck);
+        assert!(!t.is_stuck(t0 + stuck + secs(1)));
+    }
+
+    #[test]
+    fn a_stopped_process_is_unhealthy_at_once_but_never_stuck() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        let tr = t.process(&sample(0, RunState::Stopped), t0 + secs(1));
+        assert_eq!(
+            tr.map(|x| (x.to, x.reason)),
+            Some((State::Unhealthy, Reason::Stopped))
+        );
+        assert!(!t.is_stuck(t0 + secs(3600)));
+        assert_eq!(t.process(&sample(0, RunState::Stopped), t0 + secs(2)), None);
+        t.process(&sample(0, RunState::Alive), t0 + secs(3));
+        assert_eq!(t.judgement(t0 + secs(3)).state, State::Healthy);
+    }
+
+    #[test]
+    fn health_reports_failures_and_timeouts_are_told_apart() {
+        let t0 = Instant::now();
+        let hc = |status| ProbeOutcome {
+            kind: ProbeKind::HealthCheck,
+            tool: None,
+            duration: Duration::from_millis(3),
+            result: Ok(Answer::Health(HealthReport {
+                status,
+                fields: vec![("queue".into(), 2.0)],
+                is_error: false,
+            })),
+        };
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        t.probe(&hc(Reported::Degraded), false, t0);
+        assert_eq!(t.judgement(t0).reason, Reason::HealthCheckDegraded);
+        let last = t.status().health_check.clone().expect("kept");
+        assert_eq!(
+            (last.status, last.failed),
+            (Some(Reported::Degraded), false)
+        );
+        assert_eq!(last.fields, vec![("queue".to_owned(), 2.0)]);
+        for _ in 0..3 {
+            t.probe(&hc(Reported::Unreadable), false, t0);
+        }
+        assert_eq!(
+            (t.status().status, t.status().reason),
+            (State::Degraded, Reason::HealthCheckUnreadable)
+        );
+        assert!(
+            t.status().detail.contains("no status"),
+            "{}",
+            t.status().detail
+        );
+        let error = ProbeOutcome {
+            result: Err(Failure {
+                reason: FailureReason::RpcError,
+                detail: "boom".into(),
+                link_lost: false,
+                cancelled: None,
+            }),
+            ..hc(Reported::Healthy)
+        };
+        for _ in 0..3 {
+            t.probe(&error, false, t0);
+        }
+        assert_eq!(t.status().reason, Reason::HealthCheckFailed);
+        assert_eq!(t.status().detail, "health_check: boom");
+        // A timeout says nothing about what the server thinks of itself.
+        let timeout = ProbeOutcome {
+            result: Err(Failure {
+                reason: FailureReason::Timeout,
+                detail: "no answer".into(),
+                link_lost: false,
+                cancelled: None,
+            }),
+            ..hc(Reported::Healthy)
+        };
+        t.probe(&timeout, false, t0);
+        let last = t.status().health_check.clone().expect("kept");
+        assert_eq!((last.status, last.failed), (None, false));
+    }
+
+    #[test]
+    fn answers_of_other_probes_keep_the_server_from_looking_silent() {
+        let t0 = Instant::now();
+        let stuck = Settings::default().stuck_after.0;
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        t.probe(&answered(ProbeKind::Tool, 50), false, t0 + stuck - secs(1));
+        assert!(!t.is_stuck(t0 + stuck));
+        assert!(t.status().last_check.is_some());
+    }
+
+    #[test]
+    fn text_from_outside_is_bounded() {
+        let t = Tracker::new(&spec("a"), Instant::now());
+        let long = "x".repeat(10_000);
+        assert!(t.scrub(&long).len() <= 504);
+    }
 }

@@ -263,7 +263,11 @@ impl Supervisor {
                 _ = self.cancel.cancelled() => return End::Shutdown,
                 exit = &mut gone => return End::Lost(reason_of(session.death()), exit),
                 r = self.stuck.changed() => {
-                    if r.is_ok() && *self.stuck.borrow_and_update() == number {
+                    // The owner outlives every supervisor; gone means shutdown.
+                    if r.is_err() {
+                        return End::Shutdown;
+                    }
+                    if *self.stuck.borrow_and_update() == number {
                         return End::Lost(Reason::Stuck, format!("no answer or sign of life for {:?}", s.stuck_after.0));
                     }
                 }
