@@ -48,7 +48,7 @@ use crate::config::Config;
 use crate::output::metrics::Metrics;
 use crate::output::{api, web};
 use crate::state::Snapshot;
-use crate::supervise::{CLOSE_GRACE, Diff, Supervisors};
+use crate::supervise::{CLOSE_GRACE, Supervisors};
 
 /// The build's source revision, when the build environment names it.
 pub const REVISION: &str = match option_env!("MCPMON_REVISION") {
@@ -84,13 +84,7 @@ pub fn http_client() -> Result<reqwest::Client, reqwest::Error> {
         .build()
 }
 
-/// A request to reload the configuration; the reply carries the errors of
-/// a rejected file.
-#[derive(Debug)]
-pub struct ReloadRequest {
-    /// Where the outcome goes, if anyone waits for it.
-    pub reply: Option<tokio::sync::oneshot::Sender<Result<Diff, String>>>,
-}
+pub use output::api::{ReloadOutcome, ReloadRequest};
 
 /// How the service runs besides its config and listener.
 #[derive(Default)]
@@ -166,7 +160,8 @@ pub async fn run_with(
 
     let path = config.path.clone();
     let mut current = config;
-    let mut seen_hash = file_hash(&path);
+    let mut seen_hash = std::fs::read(&path).ok().map(|b| hash(&b));
+    let mut pending: Option<u64> = None;
     let mut auto = options.auto_reload.map(|every| {
         let mut t = tokio::time::interval(every);
         t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -189,20 +184,34 @@ pub async fn run_with(
                     Err(e) => Err(RunError::Serve(std::io::Error::other(e))),
                 };
             }
-            Some(req) = reload_rx.recv() => req,
-            Some(req) = async { external.as_mut()?.recv().await }, if external.is_some() => req,
+            Some(req) = reload_rx.recv() => (req, None),
+            Some(req) = async { external.as_mut()?.recv().await }, if external.is_some() => (req, None),
             _ = async { auto.as_mut()?.tick().await; Some(()) }, if auto.is_some() => {
-                let h = file_hash(&path);
-                if h == seen_hash {
+                let Ok(bytes) = std::fs::read(&path) else { continue };
+                if watch_step(seen_hash, &mut pending, hash(&bytes)) != Watch::Apply {
                     continue;
                 }
-                seen_hash = h;
                 tracing::info!(config = %path.display(), "config file changed");
-                ReloadRequest { reply: None }
+                (ReloadRequest { reply: None }, Some(bytes))
             }
         };
-        let outcome = reload(&path, &mut current, &mut supervisors, &fleet_tx, &metrics).await;
-        seen_hash = file_hash(&path).or(seen_hash);
+        let (request, bytes) = request;
+        let bytes = match bytes {
+            Some(b) => Ok(b),
+            None => std::fs::read(&path),
+        };
+        // The hash is of exactly the bytes parsed: an edit landing after the
+        // read is a change still to come, never one taken as applied.
+        seen_hash = bytes.as_ref().ok().map(|b| hash(b)).or(seen_hash);
+        let outcome = reload(
+            &path,
+            bytes,
+            &mut current,
+            &mut supervisors,
+            &fleet_tx,
+            &metrics,
+        )
+        .await;
         if let Some(reply) = request.reply {
             let _ = reply.send(outcome);
         }
@@ -225,12 +234,24 @@ pub async fn run_with(
 /// changes nothing.
 async fn reload(
     path: &std::path::Path,
+    bytes: std::io::Result<Vec<u8>>,
     current: &mut Config,
     supervisors: &mut Supervisors,
     fleet: &mpsc::Sender<state::Msg>,
     metrics: &Metrics,
-) -> Result<Diff, String> {
-    match config::load(path) {
+) -> Result<ReloadOutcome, String> {
+    let parsed = match bytes {
+        Err(e) => Err(config::ConfigErrors(vec![config::ConfigError {
+            file: path.to_owned(),
+            line: 0,
+            column: 0,
+            message: format!("cannot read config file: {e}"),
+        }])),
+        Ok(b) => config::parse(path, &String::from_utf8_lossy(&b), &|name| {
+            std::env::var(name).ok()
+        }),
+    };
+    match parsed {
         Err(errors) => {
             mark_reload(metrics, false);
             let errors = redact::redact(&errors.to_string()).into_owned();
@@ -256,7 +277,12 @@ async fn reload(
                 kept = diff.kept,
                 "configuration reloaded"
             );
-            Ok(diff)
+            Ok(ReloadOutcome {
+                added: diff.added,
+                removed: diff.removed,
+                changed: diff.changed,
+                kept: diff.kept,
+            })
         }
     }
 }
@@ -272,11 +298,58 @@ fn mark_reload(metrics: &Metrics, ok: bool) {
     }
 }
 
-/// A cheap fingerprint of the file's content (None if unreadable).
-fn file_hash(path: &std::path::Path) -> Option<u64> {
+/// What the file watch does with the file it just read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Watch {
+    /// The bytes last applied (or rejected).
+    Unchanged,
+    /// Changed since the last poll: wait one more.
+    Settling,
+    /// Changed, and the same as at the last poll: apply.
+    Apply,
+}
+
+/// A writer that is not atomic can leave a truncated file that still
+/// parses: a change is applied only once it has held still for one whole
+/// poll. `applied` is the hash of the bytes last parsed, `pending` the hash
+/// seen at the previous poll.
+fn watch_step(applied: Option<u64>, pending: &mut Option<u64>, now: u64) -> Watch {
+    if Some(now) == applied {
+        *pending = None;
+        Watch::Unchanged
+    } else if *pending == Some(now) {
+        *pending = None;
+        Watch::Apply
+    } else {
+        *pending = Some(now);
+        Watch::Settling
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_is_applied_only_after_holding_still_for_a_poll() {
+        let mut pending = None;
+        assert_eq!(watch_step(Some(1), &mut pending, 1), Watch::Unchanged);
+        // A writer mid-way: 2 (truncated), then 3 (complete) at the next poll.
+        assert_eq!(watch_step(Some(1), &mut pending, 2), Watch::Settling);
+        assert_eq!(watch_step(Some(1), &mut pending, 3), Watch::Settling);
+        assert_eq!(watch_step(Some(1), &mut pending, 3), Watch::Apply);
+        assert_eq!(pending, None);
+        // Edited back to what is applied: nothing to do.
+        assert_eq!(watch_step(Some(1), &mut pending, 4), Watch::Settling);
+        assert_eq!(watch_step(Some(1), &mut pending, 1), Watch::Unchanged);
+        assert_eq!(watch_step(Some(1), &mut pending, 4), Watch::Settling);
+    }
+}
+
+/// A cheap fingerprint of a file's content.
+fn hash(bytes: &[u8]) -> u64 {
     use std::hash::{Hash, Hasher};
-    let bytes = std::fs::read(path).ok()?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     bytes.hash(&mut h);
-    Some(h.finish())
+    h.finish()
 }

@@ -97,3 +97,58 @@ async fn a_stdio_child_sees_only_the_allowlist_its_own_env_and_what_it_inherits(
     assert!(env.contains_key("PATH"), "PATH passes: {env:?}");
     drop(mon);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_page_cannot_reload_mcpmon_but_curl_can() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("fleet.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "servers:\n  - id: a\n    transport: stdio\n    command: {:?}\n",
+            demo_server().display()
+        ),
+    )
+    .expect("write config");
+    let mon = Binary::start(&cfg, &["--web.enable-lifecycle"]).await;
+    let url = format!("http://{}/-/reload", mon.addr);
+    let post = |headers: &[(&str, &str)]| {
+        let mut r = mon.http.post(&url);
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        r.send()
+    };
+    for (what, headers) in [
+        (
+            "a cross-origin form post",
+            vec![
+                ("Origin", "http://evil.example"),
+                ("Content-Type", "text/plain"),
+            ],
+        ),
+        (
+            "a cross-origin fetch",
+            vec![("Origin", "http://evil.example")],
+        ),
+        ("an opaque origin", vec![("Origin", "null")]),
+        ("a cross-site fetch", vec![("Sec-Fetch-Site", "cross-site")]),
+        (
+            "a same-host form",
+            vec![("Content-Type", "application/x-www-form-urlencoded")],
+        ),
+    ] {
+        let r = post(&headers).await.expect("request");
+        assert_eq!(r.status().as_u16(), 403, "{what}");
+    }
+    // What an operator's curl sends, and a same-origin page's fetch.
+    assert_eq!(mon.post("/-/reload").await.0, 200);
+    let same = format!("http://{}", mon.addr);
+    let r = post(&[
+        ("Origin", same.as_str()),
+        ("Content-Type", "application/json"),
+    ])
+    .await
+    .expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+}

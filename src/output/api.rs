@@ -29,7 +29,28 @@ pub struct ApiState {
     pub metrics: Arc<Metrics>,
     /// Where `POST /-/reload` sends its request; `None` unless the
     /// lifecycle API is enabled.
-    pub reload: Option<tokio::sync::mpsc::Sender<crate::ReloadRequest>>,
+    pub reload: Option<tokio::sync::mpsc::Sender<ReloadRequest>>,
+}
+
+/// What a reload changed, as `POST /-/reload` answers it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReloadOutcome {
+    /// Servers started.
+    pub added: Vec<String>,
+    /// Servers stopped.
+    pub removed: Vec<String>,
+    /// Servers restarted with new settings.
+    pub changed: Vec<String>,
+    /// Servers left running as they were.
+    pub kept: usize,
+}
+
+/// A request to reload the configuration; the reply carries what changed,
+/// or the errors of a rejected file.
+#[derive(Debug)]
+pub struct ReloadRequest {
+    /// Where the outcome goes, if anyone waits for it.
+    pub reply: Option<tokio::sync::oneshot::Sender<Result<ReloadOutcome, String>>>,
 }
 
 /// Largest request body accepted (there are no body-taking endpoints yet).
@@ -228,29 +249,61 @@ async fn server(AxState(st): AxState<ApiState>, Path(id): Path<String>) -> Respo
     (code, axum::Json(body)).into_response()
 }
 
-async fn reload(AxState(st): AxState<ApiState>) -> Response {
+/// Why a lifecycle request must be refused as coming from a web page: a
+/// browser sends `Origin` (and `Sec-Fetch-Site`) with every POST, and only
+/// a page can send a form's content types across sites without a preflight.
+/// `curl -X POST` sends none of these and passes.
+fn cross_site(headers: &axum::http::HeaderMap) -> Option<&'static str> {
+    let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
+        && !matches!(site, "same-origin" | "none")
+    {
+        return Some("a cross-site request (Sec-Fetch-Site)");
+    }
+    if let Some(origin) = text(header::ORIGIN) {
+        let host = text(header::HOST).unwrap_or("");
+        let origin_host = origin
+            .split_once("://")
+            .map_or(origin, |(_, rest)| rest)
+            .trim_end_matches('/');
+        if origin == "null" || !origin_host.eq_ignore_ascii_case(host) {
+            return Some("a request from another origin");
+        }
+    }
+    if let Some(kind) = text(header::CONTENT_TYPE) {
+        let kind = kind
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        if matches!(
+            kind.as_str(),
+            "text/plain" | "application/x-www-form-urlencoded" | "multipart/form-data"
+        ) {
+            return Some("a form's content type");
+        }
+    }
+    None
+}
+
+async fn reload(AxState(st): AxState<ApiState>, headers: axum::http::HeaderMap) -> Response {
     let Some(tx) = st.reload else {
         return (StatusCode::FORBIDDEN, "Lifecycle API is not enabled.\n").into_response();
     };
+    if let Some(why) = cross_site(&headers) {
+        return (
+            StatusCode::FORBIDDEN,
+            format!("Refused: {why} cannot reload mcpmon.\n"),
+        )
+            .into_response();
+    }
     let (reply, rx) = tokio::sync::oneshot::channel();
-    if tx
-        .send(crate::ReloadRequest { reply: Some(reply) })
-        .await
-        .is_err()
-    {
+    if tx.send(ReloadRequest { reply: Some(reply) }).await.is_err() {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
     }
     match rx.await {
-        Ok(Ok(diff)) => (
-            StatusCode::OK,
-            axum::Json(json!({
-                "added": diff.added,
-                "removed": diff.removed,
-                "changed": diff.changed,
-                "kept": diff.kept,
-            })),
-        )
-            .into_response(),
+        Ok(Ok(outcome)) => (StatusCode::OK, axum::Json(outcome)).into_response(),
         Ok(Err(errors)) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("failed to reload config:\n{errors}\n"),
