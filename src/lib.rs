@@ -326,6 +326,14 @@ fn watch_step(applied: Option<u64>, pending: &mut Option<u64>, now: u64) -> Watc
     }
 }
 
+/// A cheap fingerprint of a file's content.
+fn hash(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,12 +352,4 @@ mod tests {
         assert_eq!(watch_step(Some(1), &mut pending, 1), Watch::Unchanged);
         assert_eq!(watch_step(Some(1), &mut pending, 4), Watch::Settling);
     }
-}
-
-/// A cheap fingerprint of a file's content.
-fn hash(bytes: &[u8]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut h);
-    h.finish()
 }
