@@ -73,6 +73,22 @@ fn invalid_files_are_pinned_to_their_messages() {
             .collect(),
         ),
         (
+            // Type errors and unknown keys in several parts, and semantic
+            // errors, all reported in one pass.
+            "tests/testdata/invalid-types.yml",
+            [
+                "2:3: global: invalid duration \"10 sekonds\" (unknown time unit \"sekonds\", supported units: ns, us/µs, ms, sec, min, hours, days, weeks, months, years (and few variations)); write it like 250ms, 5s or 2m".to_owned(),
+                "4:29: fleet.min_available_percentage: invalid type: string \"lots\", expected f64".to_owned(),
+                "7:16: servers[0].transport: unknown variant `websocket`, expected `stdio` or `http`".to_owned(),
+                "12:11: servers[1].args: invalid type: string \"not a list\", expected a sequence".to_owned(),
+                "15:10: url scheme \"ftp\" is not http or https".to_owned(),
+                format!("19:21: server \"d\": unknown field `ping_intervall`, expected one of {TUNABLES}"),
+            ]
+            .iter()
+            .map(|l| format!("tests/testdata/invalid-types.yml:{l}"))
+            .collect(),
+        ),
+        (
             "tests/testdata/invalid-timers.yml",
             [
                 "2:20: request_timeout (2m) is longer than max_request_timeout (1m)",

@@ -1,0 +1,393 @@
+//! The fleet file: parsing, defaults, validation and secret handling.
+//!
+//! Loading is pure apart from reading the file and the environment: the result
+//! is either a fully resolved [`Config`] or every problem found, each naming
+//! `file:line:column`. Nothing here starts tasks or touches the network.
+
+mod locate;
+mod raw;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, de};
+
+/// Protocol revisions mcpmon knows how to speak.
+pub const KNOWN_VERSIONS: &[&str] = &[
+    "2024-11-05",
+    "2025-03-26",
+    "2025-06-18",
+    "2025-11-25",
+    "2026-07-28",
+];
+
+/// The first revision of the modern (handshake-less) era.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// The known revisions of the modern era.
+const MODERN_VERSIONS: &[&str] = &[MODERN_VERSION];
+
+/// Whether `version` is a known modern-era revision. Eras are told by
+/// membership, never by comparing strings: a server may say anything.
+pub fn is_modern(version: &str) -> bool {
+    MODERN_VERSIONS.contains(&version)
+}
+
+/// A duration written as `250ms`, `5s`, `2m`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Dur(pub Duration);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(text.trim())
+            .map(Dur)
+            .map_err(|e| {
+                de::Error::custom(format!(
+                    "invalid duration {text:?} ({e}); write it like 250ms, 5s or 2m"
+                ))
+            })
+    }
+}
+
+/// A string that must never be printed: header values, tokens, env values.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wrap a value that must never be printed.
+    pub fn new(value: String) -> Secret {
+        Secret(value)
+    }
+
+    /// The real value, for handing to a transport. Never log it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Which protocol era to speak to a server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// Try `server/discover`, fall back to `initialize` (the spec's detection).
+    Auto,
+    /// Pinned to one revision.
+    Pinned(String),
+}
+
+impl Protocol {
+    /// True when pinned to the modern era.
+    pub fn is_pinned_modern(&self) -> bool {
+        matches!(self, Protocol::Pinned(v) if is_modern(v))
+    }
+}
+
+// Every tunable is listed once here; the macro gives the optional form used in
+// `global:` and in each server, the resolved form, and the defaults.
+macro_rules! tunables {
+    ($( $(#[doc = $doc:literal])* $name:ident : $ty:ty = $default:expr ;)*) => {
+        /// Tunables as written in the file (`global:` or one server); all optional.
+        #[derive(Clone, Debug, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct TunablesFile {
+            $( $(#[doc = $doc])* #[serde(default)] pub $name: Option<$ty>, )*
+        }
+
+        /// Tunables resolved for one server: its own value, else global, else default.
+        #[derive(Clone, Debug, PartialEq)]
+        pub struct Settings {
+            $( $(#[doc = $doc])* pub $name: $ty, )*
+        }
+
+        impl Default for Settings {
+            fn default() -> Self {
+                Settings { $( $name: $default, )* }
+            }
+        }
+
+        impl Settings {
+            fn resolve(global: &TunablesFile, own: &TunablesFile) -> Settings {
+                let d = Settings::default();
+                let mut s = Settings {
+                    $( $name: own.$name.clone().or_else(|| global.$name.clone()).unwrap_or(d.$name), )*
+                };
+                // Like Prometheus' scrape_timeout: an unset timeout never
+                // exceeds the interval it belongs to.
+                if own.ping_timeout.is_none() && global.ping_timeout.is_none() {
+                    s.ping_timeout = s.ping_timeout.min(s.ping_interval);
+                }
+                if own.health_check_timeout.is_none() && global.health_check_timeout.is_none() {
+                    s.health_check_timeout = s.health_check_timeout.min(s.health_check_interval);
+                }
+                s
+            }
+        }
+    };
+}
+
+const fn secs(s: u64) -> Dur {
+    Dur(Duration::from_secs(s))
+}
+const fn millis(ms: u64) -> Dur {
+    Dur(Duration::from_millis(ms))
+}
+
+tunables! {
+    /// How often the liveness probe (`ping` or `server/discover`) runs.
+    ping_interval: Dur = secs(10);
+    /// How long one liveness probe may take.
+    ping_timeout: Dur = secs(5);
+    /// Spawning or connecting plus the handshake, as one deadline.
+    connect_timeout: Dur = secs(15);
+    /// Deadline for other requests (`tools/list`, synthetic tool calls); a
+    /// tool call's deadline is pushed back by each of its progress notifications.
+    request_timeout: Dur = secs(30);
+    /// No amount of progress extends a tool call past this.
+    max_request_timeout: Dur = secs(300);
+    /// Idle timeout of whatever sits between mcpmon and the server (proxy,
+    /// load balancer); liveness probes must come more often.
+    session_idle_limit: Option<Dur> = None;
+    /// How often the `health_check` tool is called, when the server has one.
+    health_check_interval: Dur = secs(30);
+    /// How long one `health_check` call may take.
+    health_check_timeout: Dur = secs(10);
+    /// Name of the health tool to call when the server lists it.
+    health_check_tool: String = "health_check".to_owned();
+    /// Arguments passed to the health tool.
+    health_check_arguments: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+    /// Most numeric health_check fields exported per server.
+    health_check_max_fields: usize = 16;
+    /// A live transport with no answer for this long is judged stuck and rebuilt.
+    stuck_after: Dur = secs(60);
+    /// How far back the verdict looks at probe outcomes.
+    window: Dur = secs(300);
+    /// Consecutive better judgements needed to improve the state.
+    rise: u32 = 2;
+    /// Consecutive worse judgements needed to worsen the state.
+    fall: u32 = 3;
+    /// Healthy needs an error ratio below this.
+    healthy_max_error_ratio: f64 = 0.01;
+    /// Healthy needs a mean liveness latency below this.
+    healthy_max_latency: Dur = millis(500);
+    /// Degraded needs an error ratio below this (else unhealthy).
+    degraded_max_error_ratio: f64 = 0.05;
+    /// Degraded needs a mean liveness latency below this (else unhealthy).
+    degraded_max_latency: Dur = secs(1);
+    /// First reconnect delay.
+    backoff_initial: Dur = secs(1);
+    /// Reconnect delay cap.
+    backoff_max: Dur = secs(60);
+    /// A session that stayed up this long resets the backoff.
+    backoff_reset_after: Dur = secs(60);
+    /// `auto`, or a protocol revision to pin.
+    protocol: String = "auto".to_owned();
+}
+
+/// When `/health/fleet` answers 200.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FleetPolicy {
+    /// Least share of servers (percent) that must be available.
+    pub min_available_percentage: f64,
+    /// Whether degraded servers count as available.
+    pub degraded_is_available: bool,
+}
+
+impl Default for FleetPolicy {
+    fn default() -> Self {
+        FleetPolicy {
+            min_available_percentage: 100.0,
+            degraded_is_available: true,
+        }
+    }
+}
+
+/// A synthetic tool call made on a schedule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolProbe {
+    /// Tool name (a config value, so safe as a label).
+    pub tool: String,
+    /// Its arguments.
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+    /// How often it is called; an overdue call is skipped, never stacked.
+    pub interval: Duration,
+    /// Deadline without progress; each progress notification resets it.
+    pub request_timeout: Duration,
+    /// Deadline that progress never extends.
+    pub max_request_timeout: Duration,
+}
+
+/// How to reach one server.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TransportSpec {
+    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
+    Stdio {
+        /// Program to run (resolved against the config file's directory if relative with a `/`).
+        command: PathBuf,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Extra environment; values are secrets.
+        env: Vec<(String, Secret)>,
+        /// Variables of mcpmon's own environment passed through, beyond
+        /// [`crate::transport::child::ENV_ALLOWLIST`].
+        inherit_env: Vec<String>,
+        /// Working directory.
+        cwd: Option<PathBuf>,
+    },
+    /// A Streamable HTTP endpoint.
+    Http {
+        /// The MCP endpoint URL.
+        url: reqwest::Url,
+        /// Extra request headers; values are secrets.
+        headers: Vec<(String, Secret)>,
+        /// `Authorization: Bearer` token.
+        bearer_token: Option<Secret>,
+    },
+}
+
+impl TransportSpec {
+    /// `stdio` or `http`, as used in labels and JSON.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TransportSpec::Stdio { .. } => "stdio",
+            TransportSpec::Http { .. } => "http",
+        }
+    }
+}
+
+/// One server, fully resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerSpec {
+    /// Unique id, used as the `server` label.
+    pub id: String,
+    /// How to reach it.
+    pub transport: TransportSpec,
+    /// Its timers and thresholds.
+    pub settings: Settings,
+    /// Which era to speak.
+    pub protocol: Protocol,
+    /// Synthetic tool calls.
+    pub tool_probes: Vec<ToolProbe>,
+}
+
+impl ServerSpec {
+    /// Values that must never be published: header values, tokens, env
+    /// values, and the URL's query and password.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        match &self.transport {
+            TransportSpec::Stdio { env, .. } => {
+                out.extend(env.iter().map(|(_, v)| v.expose().to_owned()));
+            }
+            TransportSpec::Http {
+                url,
+                headers,
+                bearer_token,
+            } => {
+                out.extend(headers.iter().map(|(_, v)| v.expose().to_owned()));
+                out.extend(bearer_token.iter().map(|t| t.expose().to_owned()));
+                out.extend(url.query().map(str::to_owned));
+                out.extend(url.password().map(str::to_owned));
+            }
+        }
+        // Very short values would redact ordinary words; mcpmon never logs them itself.
+        out.retain(|s| s.len() >= 4);
+        out
+    }
+}
+
+/// A loaded, valid configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// Fleet-level `/health/fleet` policy.
+    pub fleet: FleetPolicy,
+    /// Servers in file order.
+    pub servers: Vec<ServerSpec>,
+    /// Risky but valid settings, with positions.
+    pub warnings: Vec<ConfigError>,
+}
+
+impl Config {
+    /// Every server's secrets.
+    pub fn secrets(&self) -> Vec<String> {
+        self.servers.iter().flat_map(ServerSpec::secrets).collect()
+    }
+}
+
+/// One problem in a config file, with its position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line, when known.
+    pub line: usize,
+    /// 1-based column, when known.
+    pub column: usize,
+    /// What is wrong, naming the field and value.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            return write!(f, "{}: {}", self.file.display(), self.message);
+        }
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file.display(),
+            self.line,
+            self.column,
+            self.message
+        )
+    }
+}
+
+/// Every problem found in one config file.
+#[derive(Debug, thiserror::Error)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Read and validate a config file, expanding `${VAR}` from the process environment.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigErrors(vec![ConfigError {
+            file: path.to_owned(),
+            line: 0,
+            column: 0,
+            message: format!("cannot read config file: {e}"),
+        }])
+    })?;
+    parse(path, &text, &|name| std::env::var(name).ok())
+}
+
+/// Validate config text; `env` resolves `${VAR}` and `*_env` names.
+pub fn parse(
+    path: &Path,
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigErrors> {
+    validate::parse(path, text, env)
+}

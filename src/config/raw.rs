@@ -1,0 +1,74 @@
+//! The fleet file as written: serde shapes, before validation. Unknown
+//! keys are refused here (or, where serde cannot, by the validator).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer};
+
+use super::{Dur, FleetPolicy, TunablesFile};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileDoc {
+    #[serde(default)]
+    pub(super) global: TunablesFile,
+    #[serde(default)]
+    pub(super) fleet: FleetPolicy,
+    #[serde(default)]
+    pub(super) servers: Vec<ServerFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum TransportKind {
+    Stdio,
+    Http,
+}
+
+// No `deny_unknown_fields` here: with `flatten` every unknown key lands in
+// `tunables`, which is then checked strictly.
+#[derive(Debug, Deserialize)]
+pub(super) struct ServerFile {
+    pub(super) id: String,
+    pub(super) transport: TransportKind,
+    pub(super) command: Option<String>,
+    #[serde(default)]
+    pub(super) args: Vec<String>,
+    #[serde(default)]
+    pub(super) env: BTreeMap<String, String>,
+    /// Names of mcpmon's own environment variables passed through to the child.
+    #[serde(default)]
+    pub(super) inherit_env: Vec<String>,
+    pub(super) cwd: Option<String>,
+    pub(super) url: Option<String>,
+    #[serde(default)]
+    pub(super) headers: BTreeMap<String, String>,
+    /// Name of an environment variable holding a bearer token.
+    pub(super) bearer_token_env: Option<String>,
+    #[serde(default)]
+    pub(super) tool_probes: Vec<ToolProbeFile>,
+    #[serde(flatten)]
+    pub(super) tunables: FlatTunables,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ToolProbeFile {
+    pub(super) tool: String,
+    #[serde(default)]
+    pub(super) arguments: serde_json::Map<String, serde_json::Value>,
+    pub(super) interval: Dur,
+    pub(super) request_timeout: Option<Dur>,
+    pub(super) max_request_timeout: Option<Dur>,
+}
+
+// serde cannot combine `flatten` with `deny_unknown_fields`, so a server's
+// tunables are captured as a map and checked against `TunablesFile` by hand.
+#[derive(Debug, Default)]
+pub(super) struct FlatTunables(pub(super) BTreeMap<String, yaml_serde::Value>);
+
+impl<'de> Deserialize<'de> for FlatTunables {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        BTreeMap::deserialize(d).map(FlatTunables)
+    }
+}
