@@ -31,32 +31,15 @@ pub struct Sample {
     pub rss_bytes: u64,
 }
 
-/// Parsed fields of one `/proc/<pid>/stat` line.
+/// The fields of one process's `stat` that mcpmon reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stat {
+struct Stat {
     /// State letter (R, S, D, T, t, Z, …).
-    pub state: char,
+    state: char,
     /// utime + stime, in clock ticks.
-    pub cpu_ticks: u64,
+    cpu_ticks: u64,
     /// Resident set size, in pages.
-    pub rss_pages: u64,
-}
-
-/// Parse a `/proc/<pid>/stat` line. The command name may hold spaces and
-/// parentheses, so fields are counted from the last `)`.
-pub fn parse_stat(line: &str) -> Option<Stat> {
-    let rest = &line[line.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the name: state is field 3 of the line, utime 14, stime 15, rss 24.
-    let state = fields.first()?.chars().next()?;
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    let rss_pages: u64 = fields.get(21)?.parse().ok()?;
-    Some(Stat {
-        state,
-        cpu_ticks: utime + stime,
-        rss_pages,
-    })
+    rss_pages: u64,
 }
 
 fn run_state(letter: char) -> RunState {
@@ -68,20 +51,29 @@ fn run_state(letter: char) -> RunState {
 }
 
 fn read_stat(pid: u32) -> Option<Stat> {
-    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    let st = procfs::process::Process::new(i32::try_from(pid).ok()?)
+        .ok()?
+        .stat()
+        .ok()?;
+    Some(Stat {
+        state: st.state,
+        cpu_ticks: st.utime + st.stime,
+        rss_pages: st.rss,
+    })
 }
 
 /// Child pids of `pid`, from every thread's `children` file.
 fn children(pid: u32, out: &mut Vec<u32>) {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+    let Some(tasks) = i32::try_from(pid)
+        .ok()
+        .and_then(|p| procfs::process::Process::new(p).ok())
+        .and_then(|p| p.tasks().ok())
+    else {
         return;
     };
     for task in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            out.extend(
-                text.split_whitespace()
-                    .filter_map(|p| p.parse::<u32>().ok()),
-            );
+        if let Ok(pids) = task.children() {
+            out.extend(pids);
         }
     }
 }
@@ -113,30 +105,19 @@ pub fn sample(pid: u32) -> Option<Sample> {
 }
 
 fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 { t as f64 } else { 100.0 }
+    match procfs::ticks_per_second() {
+        0 => 100.0,
+        t => t as f64,
+    }
 }
 
 fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    u64::try_from(p).unwrap_or(4096)
+    procfs::page_size()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_names_with_spaces_and_parentheses() {
-        let line = "1234 (my (odd) server) S 1 1234 1234 0 -1 4194560 500 0 0 0 \
-                    250 50 0 0 20 0 3 0 100 123456789 2048 18446744073709551615";
-        let st = parse_stat(line).expect("parsed");
-        assert_eq!(st.state, 'S');
-        assert_eq!(st.cpu_ticks, 300);
-        assert_eq!(st.rss_pages, 2048);
-    }
 
     #[test]
     fn states_map_to_evidence() {
@@ -149,15 +130,25 @@ mod tests {
     }
 
     #[test]
-    fn garbage_is_none() {
-        assert_eq!(parse_stat(""), None);
-        assert_eq!(parse_stat("12 (x) S 1 2"), None);
-    }
-
-    #[test]
-    fn samples_this_process() {
+    fn samples_this_process_and_its_children() {
         let s = sample(std::process::id()).expect("own stat");
         assert_eq!(s.state, RunState::Alive);
         assert!(s.rss_bytes > 0);
+        // A child's memory is counted in the tree.
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("spawn sleep");
+        let mut ids = Vec::new();
+        children(std::process::id(), &mut ids);
+        assert!(ids.contains(&child.id()), "{ids:?}");
+        assert!(sample(child.id()).is_some_and(|c| c.rss_bytes > 0));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn a_missing_process_is_none() {
+        assert_eq!(sample(u32::MAX), None);
     }
 }
