@@ -1,5 +1,6 @@
 //! A known secret planted in every place the config can hold one (header
-//! value, bearer token, stdio env value, URL query, URL password) must not
+//! value, bearer token, stdio env value, URL query, URL password, URL path)
+//! must not
 //! appear in any output: `/health/*`, `/metrics`, the logs (even when a
 //! server prints it to its stderr, or an error quotes the URL), error
 //! messages, or `check-config`.
@@ -12,6 +13,8 @@ use std::time::{Duration, Instant};
 use common::*;
 
 const SECRET: &str = "s3cr3t-Planted-7f9c";
+/// Used only in one URL path, so nothing else registers it.
+const PATH_SECRET: &str = "p4th-0nly-Secret-21de";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_planted_secret_appears_in_no_output() {
@@ -35,6 +38,9 @@ async fn a_planted_secret_appears_in_no_output() {
   - id: userinfo
     transport: http
     url: "http://admin:${{PLANTED}}@127.0.0.1:{dead_port}/mcp"
+  - id: path
+    transport: http
+    url: "http://127.0.0.1:{dead_port}/api/s/${{PATH_ONLY}}/mcp"
   - id: env
     transport: stdio
     command: /bin/sh
@@ -51,6 +57,7 @@ async fn a_planted_secret_appears_in_no_output() {
         .args(["check-config"])
         .arg(&cfg)
         .env("PLANTED", SECRET)
+        .env("PATH_ONLY", PATH_SECRET)
         .output()
         .expect("check-config");
     let text = format!(
@@ -63,12 +70,17 @@ async fn a_planted_secret_appears_in_no_output() {
 
     // The variable is given to the child only: setting it in this process
     // would race with other tests' threads.
-    let mon = Binary::start_with_env(&cfg, &[], &[("PLANTED", SECRET)]).await;
+    let mon = Binary::start_with_env(
+        &cfg,
+        &[],
+        &[("PLANTED", SECRET), ("PATH_ONLY", PATH_SECRET)],
+    )
+    .await;
     mon.wait_status("headers", "healthy", Duration::from_secs(10))
         .await;
     mon.wait_status("env", "healthy", Duration::from_secs(10))
         .await;
-    for id in ["query", "userinfo"] {
+    for id in ["query", "userinfo", "path"] {
         mon.wait_status(id, "unhealthy", Duration::from_secs(10))
             .await;
     }
@@ -84,7 +96,7 @@ async fn a_planted_secret_appears_in_no_output() {
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let mut outputs = vec![("/health/fleet".to_owned(), mon.get("/health/fleet").await.1)];
-    for id in ["headers", "query", "userinfo", "env"] {
+    for id in ["headers", "query", "userinfo", "path", "env"] {
         let path = format!("/health/servers/{id}");
         outputs.push((path.clone(), mon.get(&path).await.1));
     }
@@ -92,7 +104,13 @@ async fn a_planted_secret_appears_in_no_output() {
     outputs.push(("logs".to_owned(), mon.log_text()));
     for (name, text) in &outputs {
         assert!(!text.contains(SECRET), "{name} leaks the secret:\n{text}");
+        assert!(
+            !text.contains(PATH_SECRET),
+            "{name} leaks the URL path's secret:\n{text}"
+        );
     }
+    let (_, path) = mon.get("/health/servers/path").await;
+    assert!(path.contains("/api/s/<redacted>/mcp"), "{path}");
     // The redaction is visible, so the test did see the places it checks.
     let logs = mon.log_text();
     assert!(logs.contains("starting with password <redacted>"), "{logs}");

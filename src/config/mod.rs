@@ -277,6 +277,9 @@ pub struct ServerSpec {
     pub protocol: Protocol,
     /// Synthetic tool calls.
     pub tool_probes: Vec<ToolProbe>,
+    /// Every value a `${VAR}` in this server's entry expanded to: secrets,
+    /// whatever field they landed in (a URL path, an argument).
+    pub expanded: Vec<Secret>,
 }
 
 impl ServerSpec {
@@ -297,8 +300,10 @@ impl ServerSpec {
                 out.extend(bearer_token.iter().map(|t| t.expose().to_owned()));
                 out.extend(url.query().map(str::to_owned));
                 out.extend(url.password().map(str::to_owned));
+                out.extend((!url.username().is_empty()).then(|| url.username().to_owned()));
             }
         }
+        out.extend(self.expanded.iter().map(|s| s.expose().to_owned()));
         // Very short values would redact ordinary words; mcpmon never logs them itself.
         out.retain(|s| s.len() >= 4);
         out

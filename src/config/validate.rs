@@ -15,6 +15,7 @@ pub(super) fn parse(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigErrors> {
     let mut v = Validator {
+        expanded: Vec::new(),
         path,
         text,
         env,
@@ -78,6 +79,8 @@ pub(super) fn strip_position(message: &str) -> String {
 }
 
 pub(super) struct Validator<'a> {
+    /// Values `${VAR}` expanded to, in order.
+    expanded: Vec<String>,
     path: &'a Path,
     text: &'a str,
     env: &'a dyn Fn(&str) -> Option<String>,
@@ -239,6 +242,7 @@ impl Validator<'_> {
             p.push(Seg::key(name));
             p
         };
+        let expanded_from = self.expanded.len();
         if s.id.is_empty()
             || !s
                 .id
@@ -475,12 +479,19 @@ impl Validator<'_> {
                 }
             }
         };
+        let expanded = self
+            .expanded
+            .split_off(expanded_from)
+            .into_iter()
+            .map(Secret::new)
+            .collect();
         Some(ServerSpec {
             id: s.id,
             transport,
             settings,
             protocol,
             tool_probes,
+            expanded,
         })
     }
 
@@ -664,7 +675,12 @@ impl Validator<'_> {
             };
             let name = &after[..end];
             match (self.env)(name) {
-                Some(v) => out.push_str(&v),
+                Some(v) => {
+                    out.push_str(&v);
+                    // Whatever field it lands in (a URL path, an argument),
+                    // an expanded value is a secret.
+                    self.expanded.push(v);
+                }
                 None => self.error(at, format!("environment variable {name:?} is not set")),
             }
             rest = &after[end + 1..];

@@ -25,6 +25,7 @@ pub fn spec(id: &str) -> ServerSpec {
         settings: Settings::default(),
         protocol: Protocol::Auto,
         tool_probes: vec![],
+        expanded: vec![],
     }
 }
 
