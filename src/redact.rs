@@ -7,29 +7,58 @@ use std::borrow::Cow;
 use std::io::Write;
 use std::sync::RwLock;
 
+use aho_corasick::{AhoCorasick, MatchKind};
 use tracing_subscriber::fmt::MakeWriter;
 
-static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
+/// The registered secrets, as one automaton over every spelling of each.
+static SECRETS: RwLock<Option<AhoCorasick>> = RwLock::new(None);
+
+/// Every spelling a secret can take in mcpmon's output: as is, and as it
+/// reads inside a JSON string (`"` and `\\` escaped, control characters as
+/// `\\n` or `\\u00XX`), which is how it appears in `--log.format json`
+/// lines and in the JSON bodies of `/health`.
+fn spellings(secret: &str) -> Vec<String> {
+    let mut out = vec![secret.to_owned()];
+    if let Ok(json) = serde_json::to_string(secret) {
+        let inner = &json[1..json.len() - 1];
+        if inner != secret {
+            out.push(inner.to_owned());
+        }
+    }
+    out
+}
 
 /// Replace the registered secrets (on start and on every reload).
-pub fn set_secrets(mut secrets: Vec<String>) {
-    secrets.sort();
-    secrets.dedup();
-    // Longest first, so a secret that contains another is replaced whole.
-    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    *SECRETS.write().unwrap_or_else(|p| p.into_inner()) = secrets;
+pub fn set_secrets(secrets: Vec<String>) {
+    let mut patterns: Vec<String> = secrets.iter().flat_map(|s| spellings(s)).collect();
+    patterns.sort();
+    patterns.dedup();
+    // Leftmost-longest: a secret that contains another is replaced whole.
+    let automaton = (!patterns.is_empty())
+        .then(|| {
+            AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                .build(&patterns)
+                .ok()
+        })
+        .flatten();
+    *SECRETS.write().unwrap_or_else(|p| p.into_inner()) = automaton;
 }
 
 /// `text` with every registered secret replaced.
 pub fn redact(text: &str) -> Cow<'_, str> {
     let secrets = SECRETS.read().unwrap_or_else(|p| p.into_inner());
-    let mut out = Cow::Borrowed(text);
-    for s in secrets.iter() {
-        if out.contains(s.as_str()) {
-            out = Cow::Owned(out.replace(s.as_str(), "<redacted>"));
+    match secrets.as_ref() {
+        Some(ac) if ac.is_match(text) => {
+            let mut out = String::with_capacity(text.len());
+            ac.replace_all_with(text, &mut out, |_, _, dst| {
+                dst.push_str("<redacted>");
+                true
+            });
+            Cow::Owned(out)
         }
+        _ => Cow::Borrowed(text),
     }
-    out
 }
 
 /// A `MakeWriter` whose writers redact what passes through them. The fmt
@@ -74,6 +103,16 @@ mod tests {
             .write_all(b"token=hunter2\n")
             .expect("write");
         assert_eq!(out, b"token=<redacted>\n");
+
+        // As a JSON log line spells it: quotes and backslashes escaped.
+        let odd = r#"pa"ss\word"#;
+        set_secrets(vec![odd.into()]);
+        let line = serde_json::json!({"fields": {"error": format!("bad {odd}!")}}).to_string();
+        assert!(!line.contains(odd), "the test needs the escaped spelling");
+        let clean = redact(&line).into_owned();
+        assert!(clean.contains("bad <redacted>!"), "{clean}");
+        assert_eq!(redact(&format!("raw {odd}")), "raw <redacted>");
         set_secrets(Vec::new());
+        assert_eq!(redact("hunter2"), "hunter2");
     }
 }
