@@ -66,7 +66,9 @@ enum Cmd {
     /// Check one server once and print what was found; exits 0 only when healthy.
     Probe {
         /// An http(s) URL, or `-- command args…` for a stdio server.
-        #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        /// Options may come before or after a URL; after `--`, everything
+        /// is the command.
+        #[arg(required = true, num_args = 1..)]
         target: Vec<String>,
         /// `auto` or a protocol revision to pin.
         #[arg(long, default_value = "auto")]

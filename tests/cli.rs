@@ -274,3 +274,22 @@ fn service_runs_from_the_command_line_and_stops_on_sigterm() {
         log.join("\n")
     );
 }
+
+#[test]
+fn probe_options_count_after_the_url_too() {
+    // Nothing listens there: the answer is quick, and it must be JSON.
+    let url = format!("http://127.0.0.1:{}/mcp", free_port());
+    let (code, out, err) = run(mcpmon().args(["probe", &url, "--output", "json", "--pings", "1"]));
+    assert_eq!(code, 1, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["reason"], "unreachable", "{v}");
+    // After `--`, hyphenated words belong to the command.
+    let demo = demo_server();
+    let (code, out, _) = run(mcpmon()
+        .args(["probe", "--output", "json", "--"])
+        .arg(&demo)
+        .args(["--name", "dashed"]));
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["server_info"]["name"], "demo-dashed", "{v}");
+}
