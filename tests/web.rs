@@ -143,3 +143,86 @@ fn a_bad_web_config_is_refused_at_start() {
     assert_eq!(code, Some(2));
     assert!(err.contains("nope.pem"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn basic_auth_tells_no_user_names_and_a_password_flood_harms_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The cost real configs use, so bcrypt dominates each check's time.
+    let hash = bcrypt::hash("correct horse", 10).expect("bcrypt");
+    let web = dir.path().join("web.yml");
+    std::fs::write(&web, format!("basic_auth_users:\n  prometheus: {hash:?}\n")).expect("write");
+    let mon = Binary::start(
+        &fleet(dir.path()),
+        &["--web.config.file", web.to_str().expect("utf-8")],
+    )
+    .await;
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client");
+    let base = format!("http://{}", mon.addr);
+    let get = |path: &str, user: &str, password: &str| {
+        client
+            .get(format!("{base}{path}"))
+            .basic_auth(user, Some(password))
+            .send()
+    };
+
+    // An unknown user costs what a wrong password costs: medians of five.
+    let median = |user: &'static str| {
+        let get = &get;
+        async move {
+            let mut times = Vec::new();
+            for _ in 0..5 {
+                let start = Instant::now();
+                let r = get("/metrics", user, "wrong").await.expect("request");
+                assert_eq!(r.status(), 401);
+                times.push(start.elapsed());
+            }
+            times.sort();
+            times[2]
+        }
+    };
+    let known = median("prometheus").await;
+    let unknown = median("nobody").await;
+    let ratio = known.as_secs_f64() / unknown.as_secs_f64();
+    eprintln!("wrong password {known:?}, unknown user {unknown:?}");
+    assert!((0.5..=2.0).contains(&ratio), "ratio {ratio:.2}");
+
+    // 100 wrong passwords at once: bcrypt runs in its own few slots, the
+    // rest are told to come back (429), and a known scraper still gets in.
+    let status = || async {
+        let r = get("/health/servers/one", "prometheus", "correct horse")
+            .await
+            .expect("request");
+        r.json::<serde_json::Value>().await.expect("json")
+    };
+    let start = Instant::now();
+    while status().await["status"] != "healthy" {
+        assert!(start.elapsed() < SLACK, "never healthy");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let flood: Vec<_> = (0..100)
+        .map(|_| get("/metrics", "prometheus", "wrong"))
+        .collect();
+    let during = async {
+        let r = get("/-/healthy", "prometheus", "correct horse")
+            .await
+            .expect("request");
+        r.status().as_u16()
+    };
+    let (answers, healthy) = tokio::join!(futures::future::join_all(flood), during);
+    assert_eq!(healthy, 200, "/-/healthy answers during the flood");
+    let codes: Vec<u16> = answers
+        .into_iter()
+        .map(|r| r.expect("request").status().as_u16())
+        .collect();
+    assert!(codes.iter().all(|c| *c == 401 || *c == 429), "{codes:?}");
+    assert!(codes.contains(&429), "the bcrypt slots filled: {codes:?}");
+    let v = status().await;
+    let changes = v["events"].as_array().map_or(0, |e| {
+        e.iter().filter(|e| e["kind"] == "state_changed").count()
+    });
+    assert_eq!(v["status"], "healthy", "{v}");
+    assert_eq!(changes, 1, "the verdict never moved: {v}");
+}

@@ -4,5 +4,6 @@
 //! published snapshots only; none touches a session.
 
 pub mod api;
+pub mod auth;
 pub mod metrics;
 pub mod web;

@@ -79,7 +79,7 @@ pub enum WebConfigError {
 #[derive(Clone, Default)]
 pub struct Web {
     tls: Option<tokio_rustls::TlsAcceptor>,
-    users: Arc<BTreeMap<String, String>>,
+    users: Arc<super::auth::Auth>,
 }
 
 impl Web {
@@ -114,7 +114,7 @@ impl Web {
             })?;
         Ok(Web {
             tls,
-            users: Arc::new(cfg.basic_auth_users),
+            users: Arc::new(super::auth::Auth::new(cfg.basic_auth_users)),
         })
     }
 
@@ -138,15 +138,20 @@ impl Web {
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
                 async move {
-                    if authorized(&users, credentials).await {
-                        next.run(req).await
-                    } else {
-                        (
+                    match users.check(credentials.as_deref()).await {
+                        super::auth::Verdict::Allowed => next.run(req).await,
+                        super::auth::Verdict::Busy => (
+                            StatusCode::TOO_MANY_REQUESTS,
+                            [(header::RETRY_AFTER, "1")],
+                            "Too many authentication attempts at once\n",
+                        )
+                            .into_response(),
+                        super::auth::Verdict::Denied => (
                             StatusCode::UNAUTHORIZED,
                             [(header::WWW_AUTHENTICATE, "Basic realm=\"mcpmon\"")],
                             "Unauthorized\n",
                         )
-                            .into_response()
+                            .into_response(),
                     }
                 }
             },
@@ -230,33 +235,6 @@ where
             let _ = conn.await;
         }
     }
-}
-
-async fn authorized(users: &BTreeMap<String, String>, credentials: Option<String>) -> bool {
-    use base64::Engine;
-    let Some(value) = credentials else {
-        return false;
-    };
-    let Some(encoded) = value.strip_prefix("Basic ") else {
-        return false;
-    };
-    let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else {
-        return false;
-    };
-    let Ok(text) = String::from_utf8(decoded) else {
-        return false;
-    };
-    let Some((user, password)) = text.split_once(':') else {
-        return false;
-    };
-    let Some(hash) = users.get(user).cloned() else {
-        return false;
-    };
-    let password = password.to_owned();
-    // bcrypt is slow on purpose: keep it off the async workers.
-    tokio::task::spawn_blocking(move || bcrypt::verify(password, &hash).unwrap_or(false))
-        .await
-        .unwrap_or(false)
 }
 
 fn acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, String> {
