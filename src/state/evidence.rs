@@ -389,9 +389,10 @@ impl Tracker {
                 .last_activity
                 .is_some_and(|a| now.saturating_duration_since(a) <= self.busy_window),
             stopped: self.stopped,
+            // A stopped process is judged `stopped` before silence counts.
             silent_for: match self.link {
-                Link::Up if !self.stopped => self.silent_for(now),
-                _ => Duration::ZERO,
+                Link::Up => self.silent_for(now),
+                Link::Down(_) => Duration::ZERO,
             },
             reported: self.reported,
             health_check_failed: self.health_check_failed,
@@ -681,6 +682,90 @@ mod tests {
         t.probe(&answered(ProbeKind::Tool, 50), false, t0 + stuck - secs(1));
         assert!(!t.is_stuck(t0 + stuck));
         assert!(t.status().last_check.is_some());
+    }
+
+    #[test]
+    fn tool_timeouts_and_tool_errors_are_told_apart() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        for _ in 0..3 {
+            t.probe(&failed(ProbeKind::Tool, FailureReason::Timeout), false, t0);
+        }
+        // Lateness alone never makes a live server unhealthy.
+        assert_eq!(t.judgement(t0).state, State::Degraded);
+        assert_eq!(t.judgement(t0).reason, Reason::Unresponsive);
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        for _ in 0..3 {
+            t.probe(
+                &failed(ProbeKind::Tool, FailureReason::ToolError),
+                false,
+                t0,
+            );
+        }
+        assert_eq!(
+            (t.judgement(t0).state, t.judgement(t0).reason),
+            (State::Unhealthy, Reason::Errors)
+        );
+    }
+
+    #[test]
+    fn a_new_session_starts_with_a_clean_window() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        for _ in 0..3 {
+            t.probe(&failed(ProbeKind::Ping, FailureReason::RpcError), false, t0);
+        }
+        assert_eq!(t.judgement(t0).state, State::Unhealthy);
+        open(&mut t, t0 + secs(1));
+        assert_eq!(t.judgement(t0 + secs(1)).state, State::Healthy);
+    }
+
+    #[test]
+    fn the_cpu_share_is_of_the_time_between_samples() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        t.liveness_late(secs(5), t0 + secs(5));
+        t.process(&sample(0, RunState::Alive), t0 + secs(5));
+        // 300 ms over 2 s is 15 %: under the 20 % that counts as work.
+        t.process(&sample(300, RunState::Alive), t0 + secs(7));
+        assert_eq!(t.judgement(t0 + secs(7)).reason, Reason::Unresponsive);
+        // 500 ms over the next 2 s is 25 %.
+        t.process(&sample(800, RunState::Alive), t0 + secs(9));
+        assert_eq!(t.judgement(t0 + secs(9)).reason, Reason::Busy);
+    }
+
+    #[test]
+    fn the_exported_cpu_follows_the_current_process() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        assert_eq!(t.cpu_exported(), 0.0);
+        t.set_cpu_exported(2.5);
+        assert_eq!(t.cpu_exported(), 2.5);
+        open(&mut t, t0);
+        assert_eq!(t.cpu_exported(), 0.0, "a new process starts from zero");
+    }
+
+    #[test]
+    fn silence_counts_from_the_later_of_answer_and_activity() {
+        let t0 = Instant::now();
+        let stuck = Settings::default().stuck_after.0;
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        t.activity(t0 + secs(1));
+        t.probe(&answered(ProbeKind::Ping, 1), false, t0 + secs(5));
+        assert!(!t.is_stuck(t0 + secs(5) + stuck - secs(1)));
+        assert!(t.is_stuck(t0 + secs(5) + stuck));
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc_with_milliseconds() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_500);
+        assert_eq!(rfc3339(t), "1970-01-01T00:00:01.500Z");
     }
 
     #[test]

@@ -881,6 +881,56 @@ mod tests {
     }
 
     #[test]
+    fn the_window_forgets_what_is_older_than_its_span_and_keeps_the_boundary() {
+        let t0 = Instant::now();
+        let span = Duration::from_secs(10);
+        let mut w = Window::new(span);
+        w.record(t0, true, Outcome::Error);
+        // Exactly one span old: still in.
+        w.record(t0 + span, true, Outcome::Ok(Duration::from_millis(1)));
+        assert_eq!(w.samples.len(), 2);
+        assert_eq!(w.stats(t0 + span).errors, 1);
+        // Older than the span: out, and out of memory too.
+        w.record(
+            t0 + span + Duration::from_millis(1),
+            true,
+            Outcome::Ok(Duration::ZERO),
+        );
+        assert_eq!(w.samples.len(), 2);
+        assert_eq!(w.stats(t0 + span + Duration::from_millis(1)).errors, 0);
+        w.clear();
+        assert_eq!(w.stats(t0 + span).samples, 0);
+    }
+
+    #[test]
+    fn an_empty_window_judges_no_ratio() {
+        let mut e = healthy_evidence();
+        e.window = WindowStats {
+            failing: true,
+            episodes: 2,
+            ..WindowStats::default()
+        };
+        assert_eq!(judged(e), (State::Healthy, Reason::Ok, false));
+    }
+
+    #[test]
+    fn the_reason_names_what_dominates_and_whether_it_is_going_on() {
+        let mut e = healthy_evidence();
+        e.window.timeouts = 10;
+        e.window.episodes = 1;
+        e.window.failing = true;
+        // A timeout going on, though the late flag is not (yet) set.
+        assert_eq!(judged(e).1, Reason::Unresponsive);
+        e.window.failing = false;
+        e.window.episodes = 2;
+        assert_eq!(judged(e).1, Reason::Timeouts);
+        e.liveness_late = true;
+        assert_eq!(judged(e).1, Reason::Unresponsive);
+        e.window.errors = 10;
+        assert_eq!(judged(e).1, Reason::Errors);
+    }
+
+    #[test]
     fn unreadable_self_report_is_degraded_never_healthy() {
         let mut e = healthy_evidence();
         e.reported = Some(Reported::Unreadable);
