@@ -115,6 +115,9 @@ pub struct Tracker {
     cpu_exported: f64,
     reported: Option<Reported>,
     health_check_failed: bool,
+    /// What the latest failure said (scrubbed), published as `detail`
+    /// whenever the published reason is not `ok`.
+    problem: String,
 }
 
 impl Tracker {
@@ -159,6 +162,7 @@ impl Tracker {
             cpu_exported: 0.0,
             reported: None,
             health_check_failed: false,
+            problem: String::new(),
         }
     }
 
@@ -216,7 +220,7 @@ impl Tracker {
         self.status.session_started = None;
         self.status.last_check = Some(SystemTime::now());
         self.push_event(kind, reason, detail.clone());
-        self.status.detail = detail;
+        self.problem = detail;
         self.evaluate(now)
     }
 
@@ -227,7 +231,7 @@ impl Tracker {
         self.window.record(now, true, Outcome::Timeout);
         self.liveness_late = true;
         self.status.consecutive_failures += 1;
-        self.status.detail = format!("no liveness answer within {timeout:?}");
+        self.problem = format!("no liveness answer within {timeout:?}");
         self.evaluate(now)
     }
 
@@ -253,7 +257,7 @@ impl Tracker {
         match &o.result {
             Ok(Answer::Health(report)) => self.health_report(Some(report.status), report, false),
             Err(f) if o.kind == crate::probe::ProbeKind::HealthCheck => {
-                self.status.detail = format!("health_check: {}", self.scrub(&f.detail));
+                self.problem = format!("health_check: {}", self.scrub(&f.detail));
                 // A timed-out health check says nothing about what the server thinks.
                 self.health_report(None, &Default::default(), !timed_out);
             }
@@ -268,7 +272,7 @@ impl Tracker {
                 if was_late {
                     // Its timeout is in the window already; the answer ends the episode.
                     self.window.recovered(now);
-                    self.status.detail = format!("liveness answered late, after {:?}", o.duration);
+                    self.problem = format!("liveness answered late, after {:?}", o.duration);
                 } else {
                     self.window.record(now, true, Outcome::Ok(o.duration));
                 }
@@ -287,7 +291,7 @@ impl Tracker {
                     self.status.consecutive_failures += 1;
                 }
                 self.liveness_late = timed_out;
-                self.status.detail = self.scrub(&f.detail);
+                self.problem = self.scrub(&f.detail);
             }
         }
     }
@@ -301,7 +305,7 @@ impl Tracker {
         self.reported = status;
         self.health_check_failed = failed || report.is_error;
         if status == Some(Reported::Unreadable) {
-            self.status.detail = "health_check: no status in any shape mcpmon reads".to_owned();
+            self.problem = "health_check: no status in any shape mcpmon reads".to_owned();
         }
         self.status.health_check = Some(HealthCheckStatus {
             status,
@@ -346,7 +350,7 @@ impl Tracker {
         if stopped != self.stopped {
             self.stopped = stopped;
             if stopped {
-                self.status.detail = "process is stopped (SIGSTOP or traced)".to_owned();
+                self.problem = "process is stopped (SIGSTOP or traced)".to_owned();
             }
             return self.evaluate(now);
         }
@@ -373,6 +377,11 @@ impl Tracker {
             _ => self.last_answer,
         };
         now.saturating_duration_since(last)
+    }
+
+    /// What the latest failure said, whatever the published state.
+    pub fn problem(&self) -> &str {
+        &self.problem
     }
 
     /// What the evidence says right now, before hysteresis (for one-shot checks).
@@ -403,10 +412,18 @@ impl Tracker {
         let judgement = self.judgement(now);
         let transition = self.hysteresis.observe(judgement, now);
         self.status.reason = self.hysteresis.reason();
+        // The latest problem's text is kept while the published state still
+        // says ok (hysteresis is counting), and shown once it does not.
         if self.status.reason == Reason::Ok {
             self.status.detail.clear();
+        } else {
+            self.status.detail.clone_from(&self.problem);
         }
         if let Some(t) = transition {
+            if t.to == State::Healthy {
+                // Back to good: the next problem starts a new story.
+                self.problem.clear();
+            }
             self.status.status = t.to;
             self.status.since = SystemTime::now();
             let detail = self.status.detail.clone();
@@ -766,6 +783,37 @@ mod tests {
     fn times_are_rfc3339_utc_with_milliseconds() {
         let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_500);
         assert_eq!(rfc3339(t), "1970-01-01T00:00:01.500Z");
+    }
+
+    #[test]
+    fn the_detail_of_a_problem_survives_the_fall_count() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        let err = |d: &str| ProbeOutcome {
+            kind: ProbeKind::HealthCheck,
+            tool: None,
+            duration: Duration::from_millis(1),
+            result: Err(Failure {
+                reason: FailureReason::Transport,
+                detail: d.into(),
+                link_lost: false,
+                cancelled: None,
+            }),
+        };
+        t.probe(&err("HTTP 502"), false, t0);
+        assert_eq!(t.status().detail, "", "still published ok");
+        // Judgements that carry no text of their own.
+        t.tick(t0);
+        t.tick(t0);
+        assert_eq!(t.status().status, State::Unhealthy);
+        assert_eq!(t.status().detail, "health_check: HTTP 502");
+        let last = t.status().events.back().expect("event");
+        assert!(
+            last.detail.ends_with("health_check: HTTP 502"),
+            "{}",
+            last.detail
+        );
     }
 
     #[test]

@@ -309,7 +309,7 @@ impl Supervisor {
                     let detail = failure_detail(&outcome);
                     self.send(Event::Probe { outcome, was_late }).await;
                     if lost {
-                        return End::Lost(reason_of(session.death()), detail);
+                        return link_lost(session, detail).await;
                     }
                 }
                 _ = hc_tick.tick(), if has_health => {
@@ -326,7 +326,7 @@ impl Supervisor {
                     let detail = failure_detail(&outcome);
                     self.send(Event::Probe { outcome, was_late: false }).await;
                     if lost {
-                        return End::Lost(reason_of(session.death()), format!("health_check: {detail}"));
+                        return link_lost(session, format!("health_check: {detail}")).await;
                     }
                 }
                 _ = async { tokio::time::sleep_until(tool_due.expect("guarded")).await }, if tool_due.is_some() => {
@@ -352,7 +352,7 @@ impl Supervisor {
                     }
                     self.send(Event::Probe { outcome, was_late: false }).await;
                     if lost {
-                        return End::Lost(reason_of(session.death()), format!("tool {}: {detail}", spec.tool_probes[i].tool));
+                        return link_lost(session, format!("tool {}: {detail}", spec.tool_probes[i].tool)).await;
                     }
                 }
             }
@@ -371,6 +371,21 @@ impl Supervisor {
         // The owner outlives every supervisor; a closed channel means shutdown.
         let _ = self.state.send(Msg::Server(self.id.clone(), event)).await;
     }
+}
+
+/// How long a probe that saw a stdio pipe close waits for the process's
+/// exit, so the detail names it ("killed by signal 9").
+const EXIT_GRACE: Duration = Duration::from_millis(200);
+
+/// A probe saw the link die.
+async fn link_lost(session: &dyn Session, detail: String) -> End {
+    let death = session.death();
+    if death == LinkFailure::Exited
+        && let Ok(exit) = tokio::time::timeout(EXIT_GRACE, session.gone()).await
+    {
+        return End::Lost(Reason::Exited, exit);
+    }
+    End::Lost(reason_of(death), detail)
 }
 
 fn failure_detail(o: &ProbeOutcome) -> String {
