@@ -154,11 +154,17 @@ async fn a_cpu_bound_tool_with_progress_reads_busy_never_unhealthy_and_runs_once
     assert_eq!(v["sessions"], 1, "no reconnect: {v}");
     let m = mon.metrics().await;
     assert_eq!(reconnects(&m, "cruncher"), 0.0);
-    assert_eq!(
-        server_field(&mon, "cruncher", "crunch_runs").await,
-        Some(1.0),
-        "executed exactly once"
-    );
+    let runs = server_field(&mon, "cruncher", "crunch_runs").await;
+    if runs.is_none() {
+        // Seen once under heavy load and not reproduced: show what was there.
+        let m = mon.metrics().await;
+        let mine: Vec<&str> = m.lines().filter(|l| l.contains("cruncher")).collect();
+        eprintln!(
+            "no crunch_runs in /metrics; cruncher's series:\n{}",
+            mine.join("\n")
+        );
+    }
+    assert_eq!(runs, Some(1.0), "executed exactly once");
     assert_eq!(
         server_field(&mon, "cruncher", "crunch_cancelled").await,
         Some(0.0)
