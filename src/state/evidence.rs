@@ -814,6 +814,32 @@ mod tests {
             "{}",
             last.detail
         );
+        assert_eq!(t.problem(), "health_check: HTTP 502");
+        // Judged again with nothing new: the detail stays while the state does.
+        t.tick(t0);
+        assert_eq!(t.status().detail, "health_check: HTTP 502");
+    }
+
+    #[test]
+    fn a_recovery_forgets_the_old_problem() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        for _ in 0..3 {
+            t.probe(&failed(ProbeKind::Ping, FailureReason::RpcError), false, t0);
+        }
+        assert_eq!(t.status().detail, "ping failed");
+        open(&mut t, t0 + secs(1));
+        t.probe(&answered(ProbeKind::Ping, 1), false, t0 + secs(1));
+        t.probe(&answered(ProbeKind::Ping, 1), false, t0 + secs(1));
+        assert_eq!(t.status().status, State::Healthy);
+        assert_eq!(t.problem(), "", "a new story starts");
+        // Slow now, with no failure text of its own: no stale detail.
+        for _ in 0..5 {
+            t.probe(&answered(ProbeKind::Ping, 2000), false, t0 + secs(2));
+        }
+        assert_eq!(t.status().status, State::Unhealthy);
+        assert_eq!(t.status().detail, "");
     }
 
     #[test]
