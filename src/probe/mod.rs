@@ -32,14 +32,6 @@ pub enum ProbeKind {
 }
 
 impl ProbeKind {
-    /// Every kind, in the order metrics list them.
-    pub const ALL: [ProbeKind; 4] = [
-        ProbeKind::Ping,
-        ProbeKind::Discover,
-        ProbeKind::HealthCheck,
-        ProbeKind::Tool,
-    ];
-
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -78,18 +70,6 @@ pub enum FailureReason {
 }
 
 impl FailureReason {
-    /// Every reason, in the order metrics list them.
-    pub const ALL: [FailureReason; 8] = [
-        FailureReason::Timeout,
-        FailureReason::Closed,
-        FailureReason::Unreachable,
-        FailureReason::Transport,
-        FailureReason::RpcError,
-        FailureReason::InvalidResult,
-        FailureReason::ToolError,
-        FailureReason::Unreadable,
-    ];
-
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {

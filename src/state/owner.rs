@@ -369,6 +369,7 @@ impl Owner {
     }
 
     /// Running counts per state.
+    #[cfg(test)]
     pub fn counts(&self) -> &Summary {
         &self.counts
     }
