@@ -28,6 +28,15 @@ struct Cli {
     /// Serve POST /-/reload.
     #[arg(long = "web.enable-lifecycle")]
     enable_lifecycle: bool,
+    /// Answer only requests whose Host header names one of these
+    /// (comma-separated or repeated; names or addresses, no port), against
+    /// DNS rebinding. /-/healthy and /-/ready answer any Host.
+    #[arg(long = "web.allowed-hosts", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
+    /// How long writing one response may take; a client that reads slower
+    /// loses its connection.
+    #[arg(long = "web.write-timeout", default_value = "30s", value_parser = parse_duration)]
+    write_timeout: std::time::Duration,
     /// Reload the config when the file's content changes.
     #[arg(long = "config.auto-reload")]
     auto_reload: bool,
@@ -192,7 +201,8 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             let web = match &cli.web_config {
                 Some(path) => mcpmon::output::web::Web::load(path)?,
                 None => mcpmon::output::web::Web::default(),
-            };
+            }
+            .with_limits(cli.allowed_hosts.clone(), cli.write_timeout);
             for w in &cfg.warnings {
                 tracing::warn!(warning = %w, "risky configuration");
             }

@@ -226,3 +226,181 @@ async fn basic_auth_tells_no_user_names_and_a_password_flood_harms_nothing() {
     assert_eq!(v["status"], "healthy", "{v}");
     assert_eq!(changes, 1, "the verdict never moved: {v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mtls_from_an_exporter_toolkit_web_config_and_certificates_rotate_live() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (first, _) = self_signed_cert(dir.path(), true);
+    let first = std::fs::read(first).expect("cert");
+    let (_ca, identity) = client_cert(dir.path());
+    let web = dir.path().join("web.yml");
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n  \
+         client_ca_file: ca.pem\n  client_auth_type: RequireAndVerifyClientCert\n  \
+         min_version: TLS12\n  max_version: TLS13\n  \
+         cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\n  \
+         curve_preferences: [X25519, CurveP256]\n\
+         http_server_config:\n  headers:\n    X-Frame-Options: deny\n",
+    )
+    .expect("write");
+    let mut mon = Binary::start(
+        &fleet(dir.path()),
+        &["--web.config.file", web.to_str().expect("utf-8")],
+    )
+    .await;
+    let url = format!("https://{}/-/healthy", mon.addr);
+    // A client trusting one server certificate, with or without its own;
+    // no pooling, so every request is a new handshake.
+    let client = |trust: &[u8], with_identity: bool| {
+        let mut b = reqwest::Client::builder()
+            .tls_certs_only([reqwest::Certificate::from_pem(trust).expect("pem")])
+            .pool_max_idle_per_host(0)
+            .timeout(Duration::from_secs(10));
+        if with_identity {
+            b = b.identity(reqwest::Identity::from_pem(&identity).expect("identity"));
+        }
+        b.build().expect("client")
+    };
+    let anonymous = client(&first, false).get(&url).send().await;
+    assert!(
+        anonymous.is_err(),
+        "served without a client certificate: {anonymous:?}"
+    );
+    let r = client(&first, true).get(&url).send().await.expect("mTLS");
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-frame-options"], "deny");
+
+    // Rotate the server certificate the way cert-manager does: new files
+    // renamed into place. New handshakes get it without a restart.
+    let next_dir = dir.path().join("next");
+    std::fs::create_dir(&next_dir).expect("mkdir");
+    let (next_cert, next_key) = self_signed_cert(&next_dir, true);
+    let next = std::fs::read(&next_cert).expect("cert");
+    std::fs::rename(&next_key, dir.path().join("key.pem")).expect("rename key");
+    std::fs::rename(&next_cert, dir.path().join("cert.pem")).expect("rename cert");
+    let rotated = client(&next, true);
+    let start = Instant::now();
+    loop {
+        if rotated.get(&url).send().await.is_ok() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the rotated certificate was never served"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        client(&first, true).get(&url).send().await.is_err(),
+        "the old certificate is still served"
+    );
+
+    // A broken web config is refused and the running one stays, on SIGHUP
+    // as on a file change.
+    std::fs::write(&web, "tls_server_config:\n  cert_file: missing.pem\n").expect("write");
+    mon.signal(libc::SIGHUP);
+    let start = Instant::now();
+    while !mon
+        .logs
+        .lock()
+        .expect("logs")
+        .iter()
+        .any(|l| l.contains("web config reload rejected"))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the bad web config was not reported"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = rotated.get(&url).send().await.expect("still served");
+    assert_eq!(r.status(), 200);
+    mon.signal(libc::SIGTERM);
+    assert!(mon.wait_exit(Duration::from_secs(15)).success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_allowed_host_names_are_answered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mon = Binary::start(
+        &fleet(dir.path()),
+        &["--web.allowed-hosts", "localhost,mcpmon.internal"],
+    )
+    .await;
+    let port = mon.addr.rsplit(':').next().expect("port").to_owned();
+    let get = |path: &str, host: String| {
+        mon.http
+            .get(format!("http://{}{path}", mon.addr))
+            .header("host", host)
+            .send()
+    };
+    // A DNS-rebinding page reaches 127.0.0.1 under its own name.
+    for path in ["/metrics", "/health/fleet"] {
+        let r = get(path, format!("evil.example:{port}"))
+            .await
+            .expect("get");
+        assert_eq!(r.status(), 403, "{path}");
+    }
+    for host in [format!("localhost:{port}"), "MCPMON.internal".to_owned()] {
+        let r = get("/metrics", host.clone()).await.expect("get");
+        assert_eq!(r.status(), 200, "{host}");
+    }
+    // Liveness and readiness answer whatever the Host (probes use pod IPs).
+    let r = get("/-/healthy", format!("10.1.2.3:{port}"))
+        .await
+        .expect("get");
+    assert_eq!(r.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_never_read_cannot_take_every_connection() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mon = Binary::start(&fleet(dir.path()), &["--web.write-timeout", "3s"]).await;
+    let addr: std::net::SocketAddr = mon.addr.parse().expect("addr");
+    // 512 clients from one address each pipeline 2000 scrapes and never
+    // read: their responses fill the socket buffers and every write stalls.
+    let pipelined = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(2000);
+    let mut hogs = Vec::new();
+    for _ in 0..512 {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(4096).expect("rcvbuf");
+        socket
+            .bind("127.0.0.2:0".parse().expect("addr"))
+            .expect("bind");
+        let stream = tokio::time::timeout(Duration::from_secs(10), socket.connect(addr))
+            .await
+            .expect("connect in time")
+            .expect("connect");
+        let _ = stream.try_write(&pipelined);
+        hogs.push(stream);
+    }
+    // Another client is still served at once...
+    let r = tokio::time::timeout(Duration::from_secs(20), mon.get("/-/healthy"))
+        .await
+        .expect("/-/healthy answered while 512 clients hog their connections");
+    assert_eq!(r.0, 200);
+    // ...and past the write deadline the stalled connections are closed,
+    // so even their own address gets in again.
+    let same_address = reqwest::Client::builder()
+        .local_address(Some("127.0.0.2".parse().expect("ip")))
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("client");
+    let start = Instant::now();
+    loop {
+        let r = same_address
+            .get(format!("http://{}/-/healthy", mon.addr))
+            .send()
+            .await;
+        if r.is_ok_and(|r| r.status() == 200) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "stalled writers were never cut off"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    drop(hogs);
+}
