@@ -117,7 +117,7 @@ pub async fn run_with(
     mut options: Options,
 ) -> Result<(), RunError> {
     let metrics = Arc::new(Metrics::new(REVISION)?);
-    mark_reload(&metrics, true);
+    metrics.record_reload(true);
     redact::set_secrets(config.secrets());
     let http = http_client()?;
     let cancel = CancellationToken::new();
@@ -152,6 +152,7 @@ pub async fn run_with(
         fleet: snap_rx,
         metrics: metrics.clone(),
         reload: options.enable_lifecycle.then(|| reload_tx.clone()),
+        rendered: Default::default(),
     });
     let app = options.web.protect(app);
     let web_cancel = cancel.clone();
@@ -196,6 +197,11 @@ pub async fn run_with(
             }
         };
         let (request, bytes) = request;
+        if bytes.is_none() {
+            // An explicit reload (SIGHUP, /-/reload) covers the web config
+            // too; its file changes are also noticed by the web server itself.
+            reload_web(&options.web).await;
+        }
         let bytes = match bytes {
             Some(b) => Ok(b),
             None => std::fs::read(&path),
@@ -230,6 +236,19 @@ pub async fn run_with(
     Ok(())
 }
 
+/// Load the web config file again, keeping the running one on error.
+async fn reload_web(web: &web::Web) {
+    let web = web.clone();
+    match tokio::task::spawn_blocking(move || web.reload()).await {
+        Ok(Ok(true)) => tracing::info!("web config reloaded"),
+        Ok(Ok(false)) => {}
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "web config reload rejected; the running one stays")
+        }
+        Err(e) => tracing::error!(error = %e, "web config reload failed"),
+    }
+}
+
 /// Validate the file in full, then apply it as a diff; an invalid file
 /// changes nothing.
 async fn reload(
@@ -253,7 +272,7 @@ async fn reload(
     };
     match parsed {
         Err(errors) => {
-            mark_reload(metrics, false);
+            metrics.record_reload(false);
             let errors = redact::redact(&errors.to_string()).into_owned();
             tracing::error!(config = %path.display(), errors = %errors, "reload rejected; the running configuration stays in force");
             Err(errors)
@@ -269,7 +288,7 @@ async fn reload(
             }
             redact::set_secrets(new.secrets());
             *current = new;
-            mark_reload(metrics, true);
+            metrics.record_reload(true);
             tracing::info!(
                 added = ?diff.added,
                 removed = ?diff.removed,
@@ -284,17 +303,6 @@ async fn reload(
                 kept: diff.kept,
             })
         }
-    }
-}
-
-fn mark_reload(metrics: &Metrics, ok: bool) {
-    metrics.config_reload_ok.set(if ok { 1.0 } else { 0.0 });
-    if ok {
-        metrics.config_reload_time.set(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64()),
-        );
     }
 }
 

@@ -30,6 +30,8 @@ pub struct ApiState {
     /// Where `POST /-/reload` sends its request; `None` unless the
     /// lifecycle API is enabled.
     pub reload: Option<tokio::sync::mpsc::Sender<ReloadRequest>>,
+    /// The last `/metrics` render, shared by scrapes that arrive together.
+    pub rendered: Arc<SharedRender>,
 }
 
 /// What a reload changed, as `POST /-/reload` answers it.
@@ -101,10 +103,76 @@ async fn off_worker<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -
     tokio::task::spawn_blocking(f).await.ok()
 }
 
+/// How old a render may be and still answer a scrape of the same snapshot
+/// (process metrics in it, such as CPU time, age by as much).
+pub const RENDER_REUSE: Duration = Duration::from_secs(1);
+
+/// One `/metrics` text shared by concurrent scrapes: at 10 000 servers a
+/// render is 30 MB and tens of milliseconds, and two Prometheus replicas
+/// (or a scraper and a person) should not each pay for it.
+#[derive(Default)]
+pub struct SharedRender {
+    last: tokio::sync::Mutex<Option<Rendered>>,
+}
+
+struct Rendered {
+    started: tokio::time::Instant,
+    key: (u64, u64),
+    text: axum::body::Bytes,
+}
+
+impl SharedRender {
+    /// The text for a scrape that `arrived` at some instant: a render that
+    /// began after it arrived (as fresh as its own would be), or one of the
+    /// same key (snapshot generation, metrics version) younger than
+    /// [`RENDER_REUSE`]; otherwise a new one of the `current` (key,
+    /// snapshot). Renders never run concurrently; those waiting get the
+    /// result.
+    pub async fn get<S, F>(
+        &self,
+        arrived: tokio::time::Instant,
+        current: impl FnOnce() -> ((u64, u64), S),
+        render: impl FnOnce(S) -> F,
+    ) -> Option<axum::body::Bytes>
+    where
+        F: Future<Output = Option<String>>,
+    {
+        let mut last = self.last.lock().await;
+        let (key, snapshot) = current();
+        if let Some(r) = last.as_ref() {
+            let recent = r.key == key && arrived < r.started + RENDER_REUSE;
+            if r.started >= arrived || recent {
+                return Some(r.text.clone());
+            }
+        }
+        let started = tokio::time::Instant::now();
+        let text = axum::body::Bytes::from(render(snapshot).await?);
+        *last = Some(Rendered {
+            started,
+            key,
+            text: text.clone(),
+        });
+        Some(text)
+    }
+}
+
 async fn metrics(AxState(st): AxState<ApiState>) -> Response {
-    let metrics = st.metrics.clone();
-    let snap = st.fleet.borrow().clone();
-    let Some(text) = off_worker(move || metrics.render(&snap)).await else {
+    let arrived = tokio::time::Instant::now();
+    let text = st
+        .rendered
+        .get(
+            arrived,
+            || {
+                let snap = st.fleet.borrow().clone();
+                ((snap.generation, st.metrics.version()), snap)
+            },
+            |snap| {
+                let metrics = st.metrics.clone();
+                off_worker(move || metrics.render(&snap))
+            },
+        )
+        .await;
+    let Some(text) = text else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
     (
@@ -318,5 +386,67 @@ async fn ready(AxState(st): AxState<ApiState>) -> Response {
         (StatusCode::OK, "mcpmon is ready.\n").into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "mcpmon is starting.\n").into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use tokio::time::Instant;
+
+    /// A render that takes 50 ms and counts itself.
+    async fn scrape(shared: &SharedRender, renders: &AtomicU32, generation: u64) -> String {
+        let text = shared
+            .get(
+                Instant::now(),
+                || ((generation, 0), generation),
+                |g| async move {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let n = renders.fetch_add(1, Ordering::SeqCst) + 1;
+                    Some(format!("generation {g} render {n}"))
+                },
+            )
+            .await
+            .expect("rendered");
+        String::from_utf8(text.to_vec()).expect("utf-8")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrent_scrapes_share_one_render() {
+        let shared = SharedRender::default();
+        let renders = AtomicU32::new(0);
+        let texts = futures::future::join_all((0..10).map(|_| scrape(&shared, &renders, 7))).await;
+        assert_eq!(renders.load(Ordering::SeqCst), 1);
+        assert!(
+            texts.iter().all(|t| t == "generation 7 render 1"),
+            "{texts:?}"
+        );
+
+        // Same snapshot, under a second later: the same text.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(scrape(&shared, &renders, 7).await, "generation 7 render 1");
+        // A newer snapshot is rendered anew...
+        assert_eq!(scrape(&shared, &renders, 8).await, "generation 8 render 2");
+        // ...and so is the same one once the render is a second old.
+        tokio::time::sleep(RENDER_REUSE).await;
+        assert_eq!(scrape(&shared, &renders, 8).await, "generation 8 render 3");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_scrape_never_gets_a_render_older_than_itself_of_another_snapshot() {
+        let shared = SharedRender::default();
+        let renders = AtomicU32::new(0);
+        // The second scrape arrives while the first renders generation 1;
+        // when its turn comes the fleet is at generation 2, and the render
+        // it waited for began before it arrived: it renders again.
+        let first = scrape(&shared, &renders, 1);
+        let second = async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            scrape(&shared, &renders, 2).await
+        };
+        let (a, b) = tokio::join!(first, second);
+        assert_eq!(a, "generation 1 render 1");
+        assert_eq!(b, "generation 2 render 2");
     }
 }

@@ -408,9 +408,12 @@ pub struct Metrics {
     /// `mcpmon_runtime_alive_tasks`
     pub alive_tasks: prometheus::IntGauge,
     /// `mcpmon_config_last_reload_successful`
-    pub config_reload_ok: Gauge,
+    config_reload_ok: Gauge,
     /// `mcpmon_config_last_reload_success_timestamp_seconds`
-    pub config_reload_time: Gauge,
+    config_reload_time: Gauge,
+    /// Bumped by every change a snapshot's generation does not show, so a
+    /// shared render is never reused across one.
+    version: std::sync::atomic::AtomicU64,
 }
 
 fn opts(name: &str, help: &str) -> Opts {
@@ -423,6 +426,7 @@ impl Metrics {
         let m = Metrics {
             registry: Registry::new(),
             last_sizes: Mutex::new([0; FAMILIES]),
+            version: std::sync::atomic::AtomicU64::new(0),
             alive_tasks: prometheus::IntGauge::with_opts(opts(
                 "runtime_alive_tasks",
                 "Tasks alive in mcpmon's async runtime (flat in a steady fleet).",
@@ -453,6 +457,26 @@ impl Metrics {
             prometheus::process_collector::ProcessCollector::for_self(),
         ))?;
         Ok(m)
+    }
+
+    /// Record the outcome of loading the config file.
+    pub fn record_reload(&self, ok: bool) {
+        self.config_reload_ok.set(if ok { 1.0 } else { 0.0 });
+        if ok {
+            self.config_reload_time.set(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64()),
+            );
+        }
+        self.version
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Changes since start to what a render shows besides the snapshot
+    /// (process metrics aside, which change all the time).
+    pub fn version(&self) -> u64 {
+        self.version.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Prometheus text exposition of `snap` and of mcpmon itself. Every
