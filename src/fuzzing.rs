@@ -43,3 +43,249 @@ pub fn health_check(data: &[u8]) {
         }
     }
 }
+
+/// Render a one-server fleet whose server-chosen strings come from `data`
+/// (name, version, health_check result, separated by `\x1f`), the way a
+/// session and a probe would hand them over, then parse the exposition back
+/// strictly: every line is a comment or a well-formed sample, every sample's
+/// family was declared, and the server's name survives escaping unchanged.
+pub fn metrics(data: &[u8]) {
+    use crate::probe::{Answer, ProbeKind, ProbeOutcome};
+    use crate::state::owner::Owner;
+    use crate::state::{Event, Msg};
+    use crate::transport::{Era, ServerInfo, truncate};
+
+    let text = String::from_utf8_lossy(data);
+    let mut parts = text.split('\u{1f}');
+    let mut next = || parts.next().unwrap_or_default().to_owned();
+    let (name, version, health) = (next(), next(), next());
+    let fleet = "servers:\n  - id: fuzz\n    transport: stdio\n    command: x\n    \
+                 health_check_tool: health\n";
+    let cfg = match crate::config::parse(Path::new("fuzz.yaml"), fleet, &|_| None) {
+        Ok(cfg) => cfg,
+        Err(e) => panic!("the fixed fleet is valid: {e}"),
+    };
+    let now = tokio::time::Instant::now();
+    let mut owner = Owner::new(cfg.fleet.clone(), 1);
+    let (stuck, _) = tokio::sync::watch::channel(0);
+    let spec = std::sync::Arc::new(cfg.servers[0].clone());
+    owner.apply(Msg::Add { spec, stuck }, now);
+    let id: std::sync::Arc<str> = std::sync::Arc::from("fuzz");
+    let name = truncate(&name, 128);
+    let info = ServerInfo {
+        protocol_version: "unknown".into(),
+        name: name.clone(),
+        version: truncate(&version, 64),
+    };
+    let opened = Event::Opened {
+        era: Era::Legacy,
+        info,
+        tools: Some(vec!["health".into()]),
+        handshake: std::time::Duration::ZERO,
+        health_check: true,
+    };
+    owner.apply(Msg::Server(id.clone(), opened), now);
+    let structured: Option<serde_json::Value> = serde_json::from_str(&health).ok();
+    let report = crate::probe::health_check::interpret(structured.as_ref(), &[&health], false, 8);
+    let outcome = ProbeOutcome {
+        kind: ProbeKind::HealthCheck,
+        tool: None,
+        duration: std::time::Duration::from_millis(3),
+        result: Ok(Answer::Health(report)),
+    };
+    let probe = Event::Probe {
+        outcome,
+        was_late: false,
+    };
+    owner.apply(Msg::Server(id, probe), now);
+    let Ok(metrics) = crate::output::metrics::Metrics::new("fuzz") else {
+        panic!("the registry builds");
+    };
+    let exposition = metrics.render(&owner.publish());
+    let samples = match parse_exposition(&exposition) {
+        Ok(s) => s,
+        Err(e) => panic!("unparseable exposition: {e}\n{exposition}"),
+    };
+    let info = samples
+        .iter()
+        .find(|s| s.name == "mcpmon_server_info")
+        .unwrap_or_else(|| panic!("no mcpmon_server_info\n{exposition}"));
+    assert!(
+        info.labels
+            .contains(&("server_name".to_owned(), name.clone())),
+        "name {name:?} did not survive: {:?}",
+        info.labels
+    );
+}
+
+/// One sample of a text exposition.
+#[derive(Debug)]
+pub struct Sample {
+    /// Metric name (with `_bucket`, `_sum`, `_count` suffixes).
+    pub name: String,
+    /// Label pairs, unescaped.
+    pub labels: Vec<(String, String)>,
+    /// The value.
+    pub value: f64,
+}
+
+/// A strict parser of the Prometheus text format (0.0.4) as mcpmon writes
+/// it: the oracle the renderer's output is checked against.
+pub fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
+    let mut typed = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    let is_name = |s: &str, colon: bool| {
+        let mut chars = s.chars();
+        chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || (colon && c == ':'))
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || (colon && c == ':'))
+    };
+    for (n, line) in text.lines().enumerate() {
+        let at = |what: &str| format!("line {}: {what}: {line:?}", n + 1);
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (family, kind) = rest.split_once(' ').ok_or_else(|| at("TYPE"))?;
+            if !is_name(family, true)
+                || !["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind)
+            {
+                return Err(at("TYPE"));
+            }
+            typed.insert(family.to_owned());
+            continue;
+        }
+        if line.starts_with("# HELP ") || line.is_empty() {
+            continue;
+        }
+        let (name, rest) = match line.find(['{', ' ']) {
+            Some(i) => line.split_at(i),
+            None => return Err(at("no value")),
+        };
+        if !is_name(name, true) {
+            return Err(at("metric name"));
+        }
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|f| typed.contains(*f)))
+            .unwrap_or(name);
+        if !typed.contains(family) {
+            return Err(at("sample before its TYPE"));
+        }
+        let mut labels = Vec::new();
+        let mut rest = rest;
+        if let Some(mut r) = rest.strip_prefix('{') {
+            loop {
+                if let Some(after) = r.strip_prefix('}') {
+                    rest = after;
+                    break;
+                }
+                let (label, after) = r.split_once("=\"").ok_or_else(|| at("label"))?;
+                if !is_name(label, false) {
+                    return Err(at("label name"));
+                }
+                let mut value = String::new();
+                let mut chars = after.char_indices();
+                let end = loop {
+                    match chars.next() {
+                        Some((i, '"')) => break i,
+                        Some((_, '\\')) => match chars.next() {
+                            Some((_, '\\')) => value.push('\\'),
+                            Some((_, '"')) => value.push('"'),
+                            Some((_, 'n')) => value.push('\n'),
+                            _ => return Err(at("escape")),
+                        },
+                        Some((_, c)) => value.push(c),
+                        None => return Err(at("unterminated label value")),
+                    }
+                };
+                labels.push((label.to_owned(), value));
+                r = &after[end + 1..];
+                r = r.strip_prefix(',').unwrap_or(r);
+            }
+        }
+        let value = rest
+            .strip_prefix(' ')
+            .ok_or_else(|| at("space before value"))?;
+        let value = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            "NaN" => f64::NAN,
+            v => v.parse::<f64>().map_err(|_| at("value"))?,
+        };
+        out.push(Sample {
+            name: name.to_owned(),
+            labels,
+            value,
+        });
+    }
+    Ok(out)
+}
+
+/// The lean ping's readers on an arbitrary body: reading it whole or in two
+/// chunks (as it arrives) finds the same answer, and error text is bounded.
+pub fn lean_ping(data: &[u8]) {
+    use crate::transport::lean_ping::{answer_to, scan_sse};
+    let id = "mcpmon-ping-1";
+    if let Some(Err(e)) = answer_to(data, id) {
+        assert!(e.to_string().len() <= 400, "unbounded error text");
+    }
+    let (whole, used) = scan_sse(data, id);
+    assert!(used <= data.len());
+    let cut = data
+        .first()
+        .map_or(0, |b| usize::from(*b) % (data.len() + 1));
+    let (first, used_first) = scan_sse(&data[..cut], id);
+    let chunked = first.or_else(|| scan_sse(&data[used_first..], id).0);
+    assert_eq!(
+        whole, chunked,
+        "the answer depends on where the body was cut"
+    );
+}
+
+/// The basic-auth header parser on an arbitrary value: what it accepts
+/// encodes back to itself.
+pub fn basic_auth(data: &[u8]) {
+    use base64::Engine;
+    let text = String::from_utf8_lossy(data);
+    if let Some((user, password)) = crate::output::auth::parse_basic(&text) {
+        assert!(!user.contains(':'));
+        let again = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+        );
+        assert_eq!(
+            crate::output::auth::parse_basic(&again),
+            Some((user, password))
+        );
+    }
+}
+
+/// The redactor on arbitrary secrets and text (`\x1f`-separated; the last
+/// part is the text): no secret survives, raw or inside a JSON string.
+/// Secrets that could be spelled by the `<redacted>` marker itself are left
+/// out: replacing one secret must not be able to write another.
+pub fn redact(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let mut parts: Vec<&str> = text.split('\u{1f}').collect();
+    let plain = parts.pop().unwrap_or_default();
+    let secrets: Vec<String> = parts
+        .into_iter()
+        .filter(|s| s.chars().count() >= 4 && !s.contains(['<', '>']))
+        .filter(|s| !"<redacted>".contains(*s))
+        .take(8)
+        .map(str::to_owned)
+        .collect();
+    crate::redact::set_secrets(secrets.clone());
+    let json = serde_json::to_string(plain).unwrap_or_default();
+    let out = crate::redact::redact(plain);
+    let out_json = crate::redact::redact(&json);
+    for s in &secrets {
+        assert!(!out.contains(s.as_str()), "{s:?} survived in {out:?}");
+        let escaped = serde_json::to_string(s).unwrap_or_default();
+        let escaped = &escaped[1..escaped.len() - 1];
+        assert!(
+            !out_json.contains(escaped),
+            "{escaped:?} survived in {out_json:?}"
+        );
+    }
+    crate::redact::set_secrets(Vec::new());
+}

@@ -132,7 +132,7 @@ impl Auth {
 }
 
 /// `Basic <base64 user:password>`, the scheme in any case (RFC 7617).
-fn parse_basic(value: &str) -> Option<(String, String)> {
+pub(crate) fn parse_basic(value: &str) -> Option<(String, String)> {
     use base64::Engine;
     let (scheme, encoded) = value.trim().split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {

@@ -291,7 +291,7 @@ struct RpcError {
 }
 
 /// The ping's answer in one JSON message, if that is what `json` is.
-fn answer_to(json: &[u8], id: &str) -> Option<Result<(), RequestError>> {
+pub(crate) fn answer_to(json: &[u8], id: &str) -> Option<Result<(), RequestError>> {
     let msg: Message<'_> = serde_json::from_slice(json).ok()?;
     if !matches!(msg.id, Some(Id::Str(s)) if s == id) {
         return None;
@@ -308,7 +308,7 @@ fn answer_to(json: &[u8], id: &str) -> Option<Result<(), RequestError>> {
 
 /// Look through the complete SSE events in `buf` for the ping's answer.
 /// Returns it, if found, and how many bytes of whole events were read.
-fn scan_sse(buf: &[u8], id: &str) -> (Option<Result<(), RequestError>>, usize) {
+pub(crate) fn scan_sse(buf: &[u8], id: &str) -> (Option<Result<(), RequestError>>, usize) {
     let mut consumed = 0;
     while let Some(end) = event_end(&buf[consumed..]) {
         let event = &buf[consumed..consumed + end.0];
