@@ -382,3 +382,81 @@ async fn a_python_server_blocked_by_another_client_recovers_within_rise_pings() 
     assert!(took <= bound, "took {took:?}, bound {bound:?}");
     mon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_are_judged_apart_from_reachability() {
+    // A Python SDK server behind a bearer-token gate (as hosted servers
+    // are): no token is `unauthenticated`, a token without the scope is
+    // `forbidden`, the right one is healthy until it is revoked.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "gate-s3cret").expect("write");
+    let script = python_server();
+    let script = script.to_str().expect("utf-8 path");
+    let port = free_port();
+    let gate = third_party_http(
+        &python("legacy"),
+        &[script, "http", &port.to_string()],
+        &[(
+            "REQUIRE_TOKEN_FILE",
+            token_file.to_str().expect("utf-8").to_owned(),
+        )],
+        port,
+    )
+    .await;
+    let cfg = dir.path().join("fleet.yaml");
+    let with_token =
+        |id: &str, var: &str| format!("{}    bearer_token_env: {var}\n", http(id, &gate.url));
+    std::fs::write(
+        &cfg,
+        format!(
+            "{FAST_GLOBAL}servers:\n{}{}{}",
+            http("anonymous", &gate.url),
+            with_token("readonly", "GATE_READONLY"),
+            with_token("granted", "GATE_TOKEN"),
+        ),
+    )
+    .expect("write");
+    let mon = Binary::start_with_env(
+        &cfg,
+        &[],
+        &[
+            ("GATE_TOKEN", "gate-s3cret"),
+            ("GATE_READONLY", "gate-s3cret-readonly"),
+        ],
+    )
+    .await;
+    let v = mon.wait_status("anonymous", "unhealthy", SLOW_START).await;
+    assert_eq!(v["reason"], "unauthenticated", "{v}");
+    let detail = v["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains(&format!(
+            "resource_metadata=\"http://127.0.0.1:{port}/.well-known/oauth-protected-resource\""
+        )),
+        "the challenge is shown: {detail}"
+    );
+    let v = mon.wait_status("readonly", "unhealthy", SLOW_START).await;
+    assert_eq!(v["reason"], "forbidden", "{v}");
+    mon.wait_status("granted", "healthy", SLOW_START).await;
+    let (_, m) = mon.get("/metrics").await;
+    assert_eq!(
+        metric(
+            &m,
+            r#"mcpmon_server_reason{reason="unauthenticated",server="anonymous"}"#
+        ),
+        Some(1.0)
+    );
+
+    // Revoked mid-session: the next probe is refused, the session ends on
+    // it, and the verdict says why.
+    std::fs::write(&token_file, "rotated").expect("write");
+    let v = mon
+        .wait_status("granted", "unhealthy", PING_INTERVAL + PING_TIMEOUT + SLACK)
+        .await;
+    assert_eq!(v["reason"], "unauthenticated", "{v}");
+    for id in ["anonymous", "readonly", "granted"] {
+        let (_, body) = mon.get(&format!("/health/servers/{id}")).await;
+        assert!(!body.contains("gate-s3cret"), "a token leaked: {body}");
+    }
+    assert!(!mon.log_text().contains("gate-s3cret"), "a token leaked");
+}

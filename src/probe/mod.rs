@@ -57,6 +57,10 @@ pub enum FailureReason {
     Closed,
     /// Connection refused or reset, or the name does not resolve.
     Unreachable,
+    /// HTTP 401: credentials missing or refused.
+    Unauthenticated,
+    /// HTTP 403: credentials lack a permission.
+    Forbidden,
     /// Another transport failure (HTTP status, TLS, protocol violation).
     Transport,
     /// A JSON-RPC error answer.
@@ -76,6 +80,8 @@ impl FailureReason {
             FailureReason::Timeout => "timeout",
             FailureReason::Closed => "closed",
             FailureReason::Unreachable => "unreachable",
+            FailureReason::Unauthenticated => "unauthenticated",
+            FailureReason::Forbidden => "forbidden",
             FailureReason::Transport => "transport",
             FailureReason::RpcError => "rpc_error",
             FailureReason::InvalidResult => "invalid_result",
@@ -133,6 +139,8 @@ impl Failure {
             RequestError::Timeout(_) => FailureReason::Timeout,
             RequestError::Closed => FailureReason::Closed,
             RequestError::Unreachable(_) => FailureReason::Unreachable,
+            RequestError::Unauthenticated(_) => FailureReason::Unauthenticated,
+            RequestError::Forbidden(_) => FailureReason::Forbidden,
             RequestError::Transport(_) => FailureReason::Transport,
             RequestError::Rpc { .. } => FailureReason::RpcError,
             RequestError::Unexpected => FailureReason::InvalidResult,

@@ -404,6 +404,8 @@ fn link_reasons(spec: &ServerSpec) -> &'static [Reason] {
             Reason::Unreachable,
             Reason::ConnectFailed,
             Reason::HandshakeFailed,
+            Reason::Unauthenticated,
+            Reason::Forbidden,
             Reason::Stuck,
         ],
     }

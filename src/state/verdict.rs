@@ -93,6 +93,10 @@ pub enum Reason {
     ConnectFailed,
     /// Connected, but the MCP handshake failed or timed out.
     HandshakeFailed,
+    /// The server wants credentials, or refused the ones configured (401).
+    Unauthenticated,
+    /// The configured credentials lack a permission (403).
+    Forbidden,
     /// The server sent requests faster than a client can be asked to serve
     /// them; the session was dropped.
     RequestFlood,
@@ -108,7 +112,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Reason; 18] = [
+    pub const ALL: [Reason; 20] = [
         Reason::Starting,
         Reason::Ok,
         Reason::Slow,
@@ -122,6 +126,8 @@ impl Reason {
         Reason::Unreachable,
         Reason::ConnectFailed,
         Reason::HandshakeFailed,
+        Reason::Unauthenticated,
+        Reason::Forbidden,
         Reason::RequestFlood,
         Reason::HealthCheckDegraded,
         Reason::HealthCheckUnhealthy,
@@ -145,6 +151,8 @@ impl Reason {
             Reason::Unreachable => "unreachable",
             Reason::ConnectFailed => "connect_failed",
             Reason::HandshakeFailed => "handshake_failed",
+            Reason::Unauthenticated => "unauthenticated",
+            Reason::Forbidden => "forbidden",
             Reason::RequestFlood => "request_flood",
             Reason::HealthCheckDegraded => "health_check_degraded",
             Reason::HealthCheckUnhealthy => "health_check_unhealthy",

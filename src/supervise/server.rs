@@ -21,7 +21,7 @@ use tracing::{Instrument, debug};
 
 use crate::config::ServerSpec;
 use crate::probe::health_check::HealthCheckSpec;
-use crate::probe::{self, ProbeKind, ProbeOutcome};
+use crate::probe::{self, FailureReason, ProbeKind, ProbeOutcome};
 use crate::state::verdict::Reason;
 use crate::state::{Event, Msg};
 use crate::transport::{BoxFuture, Connector, Era, LinkFailure, Session};
@@ -104,6 +104,8 @@ pub fn reason_of(f: LinkFailure) -> Reason {
         LinkFailure::Unreachable => Reason::Unreachable,
         LinkFailure::ConnectFailed => Reason::ConnectFailed,
         LinkFailure::HandshakeFailed => Reason::HandshakeFailed,
+        LinkFailure::Unauthenticated => Reason::Unauthenticated,
+        LinkFailure::Forbidden => Reason::Forbidden,
         LinkFailure::RequestFlood => Reason::RequestFlood,
     }
 }
@@ -305,11 +307,11 @@ impl Supervisor {
                 }
                 outcome = async { (&mut ping.as_mut().expect("guarded").fut).await }, if ping.is_some() => {
                     let was_late = ping.take().is_some_and(|p| p.late);
-                    let lost = outcome.link_lost();
+                    let lost = outcome.link_lost().then(|| refusal(&outcome));
                     let detail = failure_detail(&outcome);
                     self.send(Event::Probe { outcome, was_late }).await;
-                    if lost {
-                        return link_lost(session, detail).await;
+                    if let Some(refused) = lost {
+                        return link_lost(session, detail, refused).await;
                     }
                 }
                 _ = hc_tick.tick(), if has_health => {
@@ -322,11 +324,11 @@ impl Supervisor {
                 }
                 outcome = async { hc.as_mut().expect("guarded").await }, if hc.is_some() => {
                     hc = None;
-                    let lost = outcome.link_lost();
+                    let lost = outcome.link_lost().then(|| refusal(&outcome));
                     let detail = failure_detail(&outcome);
                     self.send(Event::Probe { outcome, was_late: false }).await;
-                    if lost {
-                        return link_lost(session, format!("health_check: {detail}")).await;
+                    if let Some(refused) = lost {
+                        return link_lost(session, format!("health_check: {detail}"), refused).await;
                     }
                 }
                 _ = async { tokio::time::sleep_until(tool_due.expect("guarded")).await }, if tool_due.is_some() => {
@@ -345,14 +347,14 @@ impl Supervisor {
                 }
                 Some((i, outcome)) = tools.calls.next(), if !tools.calls.is_empty() => {
                     tools.in_flight[i] = false;
-                    let lost = outcome.link_lost();
+                    let lost = outcome.link_lost().then(|| refusal(&outcome));
                     let detail = failure_detail(&outcome);
                     if outcome.result.is_err() {
                         tracing::info!(tool = %spec.tool_probes[i].tool, took_ms = outcome.duration.as_millis() as u64, error = %crate::redact::redact(&detail), "tool probe failed");
                     }
                     self.send(Event::Probe { outcome, was_late: false }).await;
-                    if lost {
-                        return link_lost(session, format!("tool {}: {detail}", spec.tool_probes[i].tool)).await;
+                    if let Some(refused) = lost {
+                        return link_lost(session, format!("tool {}: {detail}", spec.tool_probes[i].tool), refused).await;
                     }
                 }
             }
@@ -378,7 +380,20 @@ impl Supervisor {
 const EXIT_GRACE: Duration = Duration::from_millis(200);
 
 /// A probe saw the link die.
-async fn link_lost(session: &dyn Session, detail: String) -> End {
+/// The verdict reason of a probe refused for its credentials: the session
+/// ends on it, and the refusal (not the transport) is why.
+fn refusal(o: &ProbeOutcome) -> Option<Reason> {
+    match o.result.as_ref().err()?.reason {
+        FailureReason::Unauthenticated => Some(Reason::Unauthenticated),
+        FailureReason::Forbidden => Some(Reason::Forbidden),
+        _ => None,
+    }
+}
+
+async fn link_lost(session: &dyn Session, detail: String, refused: Option<Reason>) -> End {
+    if let Some(reason) = refused {
+        return End::Lost(reason, detail);
+    }
     let death = session.death();
     if death == LinkFailure::Exited
         && let Ok(exit) = tokio::time::timeout(EXIT_GRACE, session.gone()).await

@@ -62,6 +62,12 @@ pub enum RequestError {
     /// Connection refused or reset, or the name does not resolve.
     #[error("unreachable: {0}")]
     Unreachable(String),
+    /// The server wants credentials, or refused the ones sent (HTTP 401).
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// The credentials lack a permission the request needs (HTTP 403).
+    #[error("forbidden: {0}")]
+    Forbidden(String),
     /// Any other transport failure (HTTP status, TLS, protocol violation).
     #[error("transport error: {0}")]
     Transport(String),
@@ -81,7 +87,15 @@ pub enum RequestError {
 impl RequestError {
     /// True when the failure means the link itself is gone.
     pub fn is_transport_death(&self) -> bool {
-        matches!(self, RequestError::Closed | RequestError::Unreachable(_))
+        // An auth refusal ends the session too: a new one is opened, and
+        // that attempt reports the refusal as its own verdict.
+        matches!(
+            self,
+            RequestError::Closed
+                | RequestError::Unreachable(_)
+                | RequestError::Unauthenticated(_)
+                | RequestError::Forbidden(_)
+        )
     }
 }
 
@@ -110,6 +124,10 @@ pub enum LinkFailure {
     ConnectFailed,
     /// Connected, but the handshake failed or timed out.
     HandshakeFailed,
+    /// The server wants credentials, or refused the ones sent (HTTP 401).
+    Unauthenticated,
+    /// The credentials lack a permission (HTTP 403).
+    Forbidden,
     /// The server sent more requests than a client can be asked to serve.
     RequestFlood,
 }

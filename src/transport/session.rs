@@ -612,12 +612,40 @@ fn next_source<'a>(
     err.source()
 }
 
-/// Walk an error's chain for an I/O kind or resolver failure that means
-/// "nobody there"; anything else is a transport error.
+/// An HTTP 401 or 403 somewhere in an error, as rmcp and reqwest report
+/// them: a challenge rmcp parsed, a status rmcp quoted, or reqwest's own.
+fn auth_refusal(err: &(dyn std::error::Error + 'static)) -> Option<reqwest::StatusCode> {
+    use reqwest::StatusCode;
+    use rmcp::transport::streamable_http_client::StreamableHttpError as H;
+    if let Some(h) = err.downcast_ref::<H<reqwest::Error>>() {
+        return match h {
+            H::AuthRequired(_) => Some(StatusCode::UNAUTHORIZED),
+            H::InsufficientScope(_) => Some(StatusCode::FORBIDDEN),
+            H::UnexpectedServerResponse(text) if text.starts_with("HTTP 401") => {
+                Some(StatusCode::UNAUTHORIZED)
+            }
+            H::UnexpectedServerResponse(text) if text.starts_with("HTTP 403") => {
+                Some(StatusCode::FORBIDDEN)
+            }
+            _ => None,
+        };
+    }
+    err.downcast_ref::<reqwest::Error>()
+        .and_then(reqwest::Error::status)
+        .filter(|s| matches!(*s, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN))
+}
+
+/// Walk an error's chain for an auth refusal, or an I/O kind or resolver
+/// failure that means "nobody there"; anything else is a transport error.
 fn classify_transport(e: &(dyn std::error::Error + 'static)) -> RequestError {
     let text = truncate(&error_chain(e), 300);
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = source {
+        match auth_refusal(err) {
+            Some(reqwest::StatusCode::UNAUTHORIZED) => return RequestError::Unauthenticated(text),
+            Some(_) => return RequestError::Forbidden(text),
+            None => {}
+        }
         if let Some(io) = err.downcast_ref::<std::io::Error>() {
             use std::io::ErrorKind::*;
             if matches!(
@@ -657,6 +685,8 @@ fn classify_open(e: &rmcp::service::ClientInitializeError) -> OpenError {
     let detail = truncate(&detail, 300);
     let (reason, phase) = match class {
         Some(RequestError::Unreachable(_)) => (LinkFailure::Unreachable, "connect"),
+        Some(RequestError::Unauthenticated(_)) => (LinkFailure::Unauthenticated, "connect"),
+        Some(RequestError::Forbidden(_)) => (LinkFailure::Forbidden, "connect"),
         Some(_) => (LinkFailure::ConnectFailed, "connect"),
         None => (LinkFailure::HandshakeFailed, "handshake"),
     };
@@ -680,4 +710,47 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         source = next_source(s);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::transport::streamable_http_client::{
+        AuthRequiredError, InsufficientScopeError, StreamableHttpError as H,
+    };
+
+    fn class(e: H<reqwest::Error>) -> RequestError {
+        classify_transport(&e)
+    }
+
+    #[test]
+    fn refusals_are_told_from_other_http_failures() {
+        let challenge = "Bearer resource_metadata=\"https://a.example/.well-known/x\"";
+        assert!(matches!(
+            class(H::AuthRequired(AuthRequiredError::new(challenge.into()))),
+            RequestError::Unauthenticated(d) if d.contains("resource_metadata")
+        ));
+        assert!(matches!(
+            class(H::InsufficientScope(InsufficientScopeError::new(
+                "Bearer error=\"insufficient_scope\"".into(),
+                None
+            ))),
+            RequestError::Forbidden(_)
+        ));
+        // Without a challenge rmcp only quotes the status.
+        assert!(matches!(
+            class(H::UnexpectedServerResponse(
+                "HTTP 401 Unauthorized: no".into()
+            )),
+            RequestError::Unauthenticated(_)
+        ));
+        assert!(matches!(
+            class(H::UnexpectedServerResponse("HTTP 403 Forbidden: no".into())),
+            RequestError::Forbidden(_)
+        ));
+        assert!(matches!(
+            class(H::UnexpectedServerResponse("HTTP 404 Not Found: x".into())),
+            RequestError::Transport(_)
+        ));
+    }
 }

@@ -10,6 +10,12 @@ HEALTH_SHAPE picks how health_check answers, the ways Python servers write
 it: `dict` (a dict return, the default), `json` (a `-> str` return holding
 JSON text) or `word` (a `-> str` return holding the bare status word).
 HEALTH_STATUS is the status it reports (default healthy).
+
+REQUIRE_TOKEN_FILE puts the HTTP server behind a bearer-token gate, the way
+a hosted server answers: the token is the file's content, read at every
+request (so a test can revoke it); no or a wrong token gets 401 with an
+RFC 9728 `resource_metadata` challenge, and the token with `-readonly`
+appended gets 403 `insufficient_scope`.
 """
 
 import json
@@ -71,12 +77,53 @@ def echo(text: str) -> str:
     return text
 
 
+def gate(app, token_file: str, port: int):
+    """ASGI middleware: only `Bearer <token>` reaches the MCP app."""
+    metadata = f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource"
+
+    async def refuse(send, status: int, challenge: str) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"www-authenticate", challenge.encode()),
+                    (b"content-type", b"application/json"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": b'{"error":"unauthorized"}'})
+
+    async def guarded(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        auth = dict(scope["headers"]).get(b"authorization", b"").decode()
+        with open(token_file) as f:
+            token = f.read().strip()
+        if auth == f"Bearer {token}":
+            return await app(scope, receive, send)
+        if auth == f"Bearer {token}-readonly":
+            return await refuse(
+                send, 403, 'Bearer error="insufficient_scope", scope="mcp:tools"'
+            )
+        return await refuse(send, 401, f'Bearer resource_metadata="{metadata}"')
+
+    return guarded
+
+
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     if mode == "stdio":
         mcp.run()
         return
     port = int(sys.argv[2])
+    token_file = os.environ.get("REQUIRE_TOKEN_FILE")
+    if token_file:
+        import uvicorn
+
+        app = gate(mcp.streamable_http_app(), token_file, port)
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+        return
     try:
         mcp.run(transport="streamable-http", host="127.0.0.1", port=port)
     except TypeError:  # mcp 1.x takes host and port as settings
