@@ -159,6 +159,7 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
                     detail: "isError: true".to_owned(),
                     link_lost: false,
                     cancelled: None,
+                    retry_after: None,
                 }),
                 Ok(_) => Ok(Answer::Alive),
                 Err(e) => Err(probe::Failure::from_tool_call(&e)),

@@ -460,3 +460,67 @@ async fn credentials_are_judged_apart_from_reachability() {
     }
     assert!(!mon.log_text().contains("gate-s3cret"), "a token leaked");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttling_server_is_degraded_never_unhealthy_and_left_alone_as_asked() {
+    // A Python SDK server that answers 429 with `Retry-After: 5` for 10 s.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let throttle = dir.path().join("throttle");
+    let log = dir.path().join("throttle.log");
+    let script = python_server();
+    let script = script.to_str().expect("utf-8 path");
+    let port = free_port();
+    let server = third_party_http(
+        &python("legacy"),
+        &[script, "http", &port.to_string()],
+        &[(
+            "THROTTLE_FILE",
+            throttle.to_str().expect("utf-8").to_owned(),
+        )],
+        port,
+    )
+    .await;
+    // Pings only (every 400 ms), so each request the server sees is one probe.
+    let yaml = format!(
+        "{FAST_GLOBAL}servers:\n{}    health_check_interval: 1h\n",
+        http("throttled", &server.url)
+    );
+    let mon = Monitor::start(&yaml).await;
+    mon.wait_status("throttled", "healthy", SLOW_START).await;
+
+    std::fs::write(&throttle, "5").expect("write");
+    let start = std::time::Instant::now();
+    let mut seen = false;
+    while start.elapsed() < Duration::from_secs(10) {
+        let (_, v) = mon.server("throttled").await;
+        assert_ne!(v["status"], "unhealthy", "a throttle is not an outage: {v}");
+        seen |= v["status"] == "degraded" && v["reason"] == "throttled";
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    std::fs::remove_file(&throttle).expect("remove");
+    assert!(seen, "never degraded/throttled");
+    // 10 s at one request per 5 s: the first refusal and at most two more
+    // (25 at the normal interval).
+    let refused = std::fs::read_to_string(&log).expect("log").lines().count();
+    assert!(
+        (1..=3).contains(&refused),
+        "{refused} requests while asked to wait 5 s"
+    );
+    mon.wait_status("throttled", "healthy", Duration::from_secs(5) + SLACK)
+        .await;
+    let m = mon.metrics().await;
+    let throttled = metric(
+        &m,
+        r#"mcpmon_probes_throttled_total{probe="ping",server="throttled"}"#,
+    );
+    assert_eq!(throttled, Some(refused as f64), "{m}");
+    assert_eq!(
+        metric(
+            &m,
+            r#"mcpmon_probe_failures_total{probe="ping",reason="throttled",server="throttled"}"#
+        ),
+        None,
+        "throttled probes are not failures"
+    );
+    mon.stop().await;
+}

@@ -33,6 +33,7 @@ enum Family {
     StateChanges,
     Probes,
     ProbesSkipped,
+    ProbesThrottled,
     ProbeFailures,
     Reconnects,
     SessionCloses,
@@ -46,7 +47,7 @@ enum Family {
     ChildRss,
 }
 
-const FAMILIES: usize = 22;
+const FAMILIES: usize = 23;
 
 /// Name, type and help of each family, indexed by [`Family`].
 const FAMILY_META: [(&str, &str, &str); FAMILIES] = [
@@ -99,7 +100,12 @@ const FAMILY_META: [(&str, &str, &str); FAMILIES] = [
     (
         "mcpmon_probes_skipped_total",
         "counter",
-        "Probe ticks skipped because the previous probe of that kind was still in flight.",
+        "Probe ticks skipped: the previous probe of that kind was still in flight, or the server asked to wait (throttled).",
+    ),
+    (
+        "mcpmon_probes_throttled_total",
+        "counter",
+        "Probes the server answered with HTTP 429, or 503 with Retry-After.",
     ),
     (
         "mcpmon_probe_failures_total",
@@ -268,6 +274,7 @@ fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
     for (f, counters) in [
         (Family::Probes, &v.probes),
         (Family::ProbesSkipped, &v.probes_skipped),
+        (Family::ProbesThrottled, &v.probes_throttled),
     ] {
         for (probe, n) in &counters.0 {
             put(
@@ -658,6 +665,7 @@ mod tests {
                 detail: "cancelled".into(),
                 link_lost: false,
                 cancelled: Some(Deadline::RequestTimeout),
+                retry_after: None,
             }),
         };
         event(

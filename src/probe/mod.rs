@@ -61,6 +61,8 @@ pub enum FailureReason {
     Unauthenticated,
     /// HTTP 403: credentials lack a permission.
     Forbidden,
+    /// HTTP 429 (or 503 with `Retry-After`): asked to call less.
+    Throttled,
     /// Another transport failure (HTTP status, TLS, protocol violation).
     Transport,
     /// A JSON-RPC error answer.
@@ -82,6 +84,7 @@ impl FailureReason {
             FailureReason::Unreachable => "unreachable",
             FailureReason::Unauthenticated => "unauthenticated",
             FailureReason::Forbidden => "forbidden",
+            FailureReason::Throttled => "throttled",
             FailureReason::Transport => "transport",
             FailureReason::RpcError => "rpc_error",
             FailureReason::InvalidResult => "invalid_result",
@@ -130,6 +133,8 @@ pub struct Failure {
     pub link_lost: bool,
     /// For tool calls: the deadline that cancelled it.
     pub cancelled: Option<Deadline>,
+    /// For throttled probes: how long the server asked to wait.
+    pub retry_after: Option<Duration>,
 }
 
 impl Failure {
@@ -141,6 +146,7 @@ impl Failure {
             RequestError::Unreachable(_) => FailureReason::Unreachable,
             RequestError::Unauthenticated(_) => FailureReason::Unauthenticated,
             RequestError::Forbidden(_) => FailureReason::Forbidden,
+            RequestError::Throttled { .. } => FailureReason::Throttled,
             RequestError::Transport(_) => FailureReason::Transport,
             RequestError::Rpc { .. } => FailureReason::RpcError,
             RequestError::Unexpected => FailureReason::InvalidResult,
@@ -150,6 +156,10 @@ impl Failure {
             detail: e.to_string(),
             link_lost: e.is_transport_death(),
             cancelled: None,
+            retry_after: match e {
+                RequestError::Throttled { retry_after, .. } => *retry_after,
+                _ => None,
+            },
         }
     }
 
@@ -165,6 +175,7 @@ impl Failure {
                     ToolCallError::MaxTimeout(_) => Deadline::MaxRequestTimeout,
                     _ => Deadline::RequestTimeout,
                 }),
+                retry_after: None,
             },
         }
     }

@@ -29,6 +29,7 @@ pub async fn run(session: &dyn Session, spec: &ToolProbe, deadline: Duration) ->
             detail: "the tool answered isError: true".to_owned(),
             link_lost: false,
             cancelled: None,
+            retry_after: None,
         }),
         Ok(_) => Ok(Answer::Alive),
         Err(e) => Err(Failure::from_tool_call(&e)),

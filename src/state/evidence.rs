@@ -115,6 +115,8 @@ pub struct Tracker {
     cpu_exported: f64,
     reported: Option<Reported>,
     health_check_failed: bool,
+    /// The latest answer was a throttle and nothing was served since.
+    throttled: bool,
     /// What the latest failure said (scrubbed), published as `detail`
     /// whenever the published reason is not `ok`.
     problem: String,
@@ -162,6 +164,7 @@ impl Tracker {
             cpu_exported: 0.0,
             reported: None,
             health_check_failed: false,
+            throttled: false,
             problem: String::new(),
         }
     }
@@ -190,6 +193,7 @@ impl Tracker {
         self.cpu_exported = 0.0;
         self.reported = None;
         self.health_check_failed = false;
+        self.throttled = false;
         self.status.era = Some(era);
         self.status.server_info = Some(info.clone());
         self.status.session_started = Some(SystemTime::now());
@@ -230,6 +234,8 @@ impl Tracker {
         self.status.last_check = Some(SystemTime::now());
         self.window.record(now, true, Outcome::Timeout);
         self.liveness_late = true;
+        // Unanswered since the throttle: that is no longer the news.
+        self.throttled = false;
         self.status.consecutive_failures += 1;
         self.problem = format!("no liveness answer within {timeout:?}");
         self.evaluate(now)
@@ -244,6 +250,16 @@ impl Tracker {
             // Any answer, even an error, proves the server is there.
             self.last_answer = now;
         }
+        if let Err(f) = &o.result
+            && f.reason == FailureReason::Throttled
+        {
+            // Asked to call less: the server is there and chose not to serve
+            // this probe. Not a failure in the window, not a sign it is down.
+            self.throttled = true;
+            self.problem = self.scrub(&f.detail);
+            return self.evaluate(now);
+        }
+        self.throttled = false;
         if o.kind.is_liveness() {
             self.liveness(o, was_late, timed_out, now);
         } else {
@@ -399,12 +415,15 @@ impl Tracker {
                 .is_some_and(|a| now.saturating_duration_since(a) <= self.busy_window),
             stopped: self.stopped,
             // A stopped process is judged `stopped` before silence counts.
+            // Silence the server asked for (Retry-After) is not stuck.
             silent_for: match self.link {
+                Link::Up if self.throttled => Duration::ZERO,
                 Link::Up => self.silent_for(now),
                 Link::Down(_) => Duration::ZERO,
             },
             reported: self.reported,
             health_check_failed: self.health_check_failed,
+            throttled: self.throttled,
         }
     }
 
@@ -514,6 +533,35 @@ mod tests {
             cpu: Duration::from_millis(cpu_ms),
             rss_bytes: 0,
         }
+    }
+
+    fn throttle(retry: u64) -> ProbeOutcome {
+        let mut o = failed(ProbeKind::Ping, FailureReason::Throttled);
+        if let Err(f) = &mut o.result {
+            f.retry_after = Some(secs(retry));
+        }
+        o
+    }
+
+    #[test]
+    fn a_throttle_is_not_a_failure_and_the_silence_it_asks_for_is_not_stuck() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        t.probe(&throttle(60), false, t0);
+        let e = t.evidence(t0 + secs(50));
+        assert!(e.throttled);
+        assert_eq!(e.window.errors + e.window.timeouts, 0, "not in the window");
+        assert_eq!(e.silent_for, Duration::ZERO, "asked-for silence");
+        // Answered again: over.
+        t.probe(&answered(ProbeKind::Ping, 3), false, t0 + secs(61));
+        assert!(!t.evidence(t0 + secs(61)).throttled);
+        // Throttled, then unanswered: the throttle is old news, silence counts.
+        t.probe(&throttle(1), false, t0 + secs(62));
+        t.liveness_late(secs(1), t0 + secs(64));
+        let e = t.evidence(t0 + secs(64));
+        assert!(!e.throttled);
+        assert_eq!(e.silent_for, secs(2));
     }
 
     #[test]
@@ -667,6 +715,7 @@ mod tests {
                 detail: "boom".into(),
                 link_lost: false,
                 cancelled: None,
+                retry_after: None,
             }),
             ..hc(Reported::Healthy)
         };
@@ -682,6 +731,7 @@ mod tests {
                 detail: "no answer".into(),
                 link_lost: false,
                 cancelled: None,
+                retry_after: None,
             }),
             ..hc(Reported::Healthy)
         };
@@ -799,6 +849,7 @@ mod tests {
                 detail: d.into(),
                 link_lost: false,
                 cancelled: None,
+                retry_after: None,
             }),
         };
         t.probe(&err("HTTP 502"), false, t0);

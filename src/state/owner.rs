@@ -295,6 +295,10 @@ impl Owner {
                 match outcome.failure() {
                     // A late liveness probe's timeout was counted when it went late.
                     Some(FailureReason::Timeout) if was_late => {}
+                    Some(FailureReason::Throttled) => {
+                        series.probes_skipped.inc(outcome.kind);
+                        series.probes_throttled.inc(outcome.kind);
+                    }
                     Some(reason) => {
                         series.probe_failures.inc((outcome.kind, reason));
                         if let Err(f) = &outcome.result {
@@ -406,6 +410,7 @@ fn link_reasons(spec: &ServerSpec) -> &'static [Reason] {
             Reason::HandshakeFailed,
             Reason::Unauthenticated,
             Reason::Forbidden,
+            Reason::Throttled,
             Reason::Stuck,
         ],
     }

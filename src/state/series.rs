@@ -122,8 +122,10 @@ pub struct Series {
     pub state_changes: u64,
     /// Probes sent, by kind.
     pub probes: Counters<ProbeKind>,
-    /// Probe ticks skipped, by kind.
+    /// Probe ticks skipped, by kind (throttled probes included).
     pub probes_skipped: Counters<ProbeKind>,
+    /// Probes answered with a throttle (429, or 503 with `Retry-After`).
+    pub probes_throttled: Counters<ProbeKind>,
     /// Failed probes, by kind and reason.
     pub probe_failures: Counters<(ProbeKind, FailureReason)>,
     /// Sessions rebuilt, by the reason the last one ended.

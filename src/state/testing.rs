@@ -50,6 +50,7 @@ pub fn failed(kind: ProbeKind, reason: FailureReason) -> ProbeOutcome {
             detail: format!("{} failed", kind.as_str()),
             link_lost: matches!(reason, FailureReason::Closed | FailureReason::Unreachable),
             cancelled: None,
+            retry_after: None,
         }),
     }
 }

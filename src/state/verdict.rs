@@ -97,6 +97,9 @@ pub enum Reason {
     Unauthenticated,
     /// The configured credentials lack a permission (403).
     Forbidden,
+    /// The server asked to be called less (429, or 503 with `Retry-After`):
+    /// it is there, so degraded, never unhealthy on that account alone.
+    Throttled,
     /// The server sent requests faster than a client can be asked to serve
     /// them; the session was dropped.
     RequestFlood,
@@ -112,7 +115,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Reason; 20] = [
+    pub const ALL: [Reason; 21] = [
         Reason::Starting,
         Reason::Ok,
         Reason::Slow,
@@ -128,6 +131,7 @@ impl Reason {
         Reason::HandshakeFailed,
         Reason::Unauthenticated,
         Reason::Forbidden,
+        Reason::Throttled,
         Reason::RequestFlood,
         Reason::HealthCheckDegraded,
         Reason::HealthCheckUnhealthy,
@@ -153,6 +157,7 @@ impl Reason {
             Reason::HandshakeFailed => "handshake_failed",
             Reason::Unauthenticated => "unauthenticated",
             Reason::Forbidden => "forbidden",
+            Reason::Throttled => "throttled",
             Reason::RequestFlood => "request_flood",
             Reason::HealthCheckDegraded => "health_check_degraded",
             Reason::HealthCheckUnhealthy => "health_check_unhealthy",
@@ -355,6 +360,8 @@ pub struct Evidence {
     pub reported: Option<Reported>,
     /// Whether the latest health_check call failed (error answer).
     pub health_check_failed: bool,
+    /// The latest answer was a throttle (429), and nothing has been served since.
+    pub throttled: bool,
 }
 
 /// A proposed state and why; `definitive` skips hysteresis.
@@ -414,7 +421,14 @@ fn latency_state(d: Duration, t: &Thresholds) -> State {
 /// degrades it nor holds it degraded.
 pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
     if let Link::Down(reason) = e.link {
-        return Judgement::definitive(State::Unhealthy, reason);
+        // A server that throttles the handshake is there; it is serving
+        // others, not down.
+        let state = if reason == Reason::Throttled {
+            State::Degraded
+        } else {
+            State::Unhealthy
+        };
+        return Judgement::definitive(state, reason);
     }
     if e.stopped {
         return Judgement::definitive(State::Unhealthy, Reason::Stopped);
@@ -449,6 +463,9 @@ pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
     }
     if e.liveness_late {
         j = j.worst(Judgement::new(State::Degraded, late_reason(e)));
+    }
+    if e.throttled {
+        j = j.worst(Judgement::new(State::Degraded, Reason::Throttled));
     }
     let w = &e.window;
     if let (Some(median), Some(latest)) = (w.median_latency, w.latest_latency) {
@@ -603,12 +620,27 @@ mod tests {
             silent_for: Duration::ZERO,
             reported: None,
             health_check_failed: false,
+            throttled: false,
         }
     }
 
     fn judged(e: Evidence) -> (State, Reason, bool) {
         let j = judge(&e, &t());
         (j.state, j.reason, j.definitive)
+    }
+
+    #[test]
+    fn a_throttle_is_degraded_never_unhealthy() {
+        let mut e = healthy_evidence();
+        e.throttled = true;
+        assert_eq!(judged(e), (State::Degraded, Reason::Throttled, false));
+        // A worse finding still wins.
+        e.reported = Some(Reported::Unhealthy);
+        assert_eq!(judged(e).0, State::Unhealthy);
+        // A handshake refused by a throttle: there, and busy with others.
+        let mut e = healthy_evidence();
+        e.link = Link::Down(Reason::Throttled);
+        assert_eq!(judged(e), (State::Degraded, Reason::Throttled, true));
     }
 
     #[test]
@@ -633,6 +665,8 @@ mod tests {
             Reason::Unreachable,
             Reason::ConnectFailed,
             Reason::HandshakeFailed,
+            Reason::Unauthenticated,
+            Reason::Forbidden,
         ] {
             let mut e = healthy_evidence();
             e.link = Link::Down(reason);

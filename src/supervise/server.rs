@@ -106,6 +106,7 @@ pub fn reason_of(f: LinkFailure) -> Reason {
         LinkFailure::HandshakeFailed => Reason::HandshakeFailed,
         LinkFailure::Unauthenticated => Reason::Unauthenticated,
         LinkFailure::Forbidden => Reason::Forbidden,
+        LinkFailure::Throttled => Reason::Throttled,
         LinkFailure::RequestFlood => Reason::RequestFlood,
     }
 }
@@ -251,7 +252,10 @@ impl Supervisor {
         let mut tools = ToolProbes::new(&spec.tool_probes);
         let mut gone = session.gone();
         let stdio = session.process().is_some();
+        // Until when the server asked not to be called (Retry-After).
+        let mut hold_until: Option<Instant> = None;
         loop {
+            let held = hold_until.is_some_and(|h| Instant::now() < h);
             let late_at = ping.as_ref().filter(|p| !p.late).map(|p| p.late_at);
             let tool_due = tools.next_due();
             // A remote server has no /proc to read, and progress or silence
@@ -280,7 +284,7 @@ impl Supervisor {
                     self.evidence(session).await;
                 }
                 _ = ping_tick.tick() => {
-                    if ping.is_some() {
+                    if ping.is_some() || held {
                         // Never pile pings up: the one in flight is still
                         // evidence, and one more interval without its answer
                         // is one more judgement.
@@ -308,6 +312,9 @@ impl Supervisor {
                 outcome = async { (&mut ping.as_mut().expect("guarded").fut).await }, if ping.is_some() => {
                     let was_late = ping.take().is_some_and(|p| p.late);
                     let lost = outcome.link_lost().then(|| refusal(&outcome));
+                    if let Some(wait) = hold_for(&outcome) {
+                        hold_until = Some(Instant::now() + wait);
+                    }
                     let detail = failure_detail(&outcome);
                     self.send(Event::Probe { outcome, was_late }).await;
                     if let Some(refused) = lost {
@@ -315,7 +322,7 @@ impl Supervisor {
                     }
                 }
                 _ = hc_tick.tick(), if has_health => {
-                    if hc.is_some() {
+                    if hc.is_some() || held {
                         self.send(Event::Skipped(ProbeKind::HealthCheck)).await;
                     } else {
                         self.send(Event::Sent(ProbeKind::HealthCheck)).await;
@@ -325,6 +332,9 @@ impl Supervisor {
                 outcome = async { hc.as_mut().expect("guarded").await }, if hc.is_some() => {
                     hc = None;
                     let lost = outcome.link_lost().then(|| refusal(&outcome));
+                    if let Some(wait) = hold_for(&outcome) {
+                        hold_until = Some(Instant::now() + wait);
+                    }
                     let detail = failure_detail(&outcome);
                     self.send(Event::Probe { outcome, was_late: false }).await;
                     if let Some(refused) = lost {
@@ -333,7 +343,7 @@ impl Supervisor {
                 }
                 _ = async { tokio::time::sleep_until(tool_due.expect("guarded")).await }, if tool_due.is_some() => {
                     for i in tools.due(Instant::now()) {
-                        if tools.in_flight[i] {
+                        if tools.in_flight[i] || held {
                             self.send(Event::Skipped(ProbeKind::Tool)).await;
                             continue;
                         }
@@ -348,6 +358,9 @@ impl Supervisor {
                 Some((i, outcome)) = tools.calls.next(), if !tools.calls.is_empty() => {
                     tools.in_flight[i] = false;
                     let lost = outcome.link_lost().then(|| refusal(&outcome));
+                    if let Some(wait) = hold_for(&outcome) {
+                        hold_until = Some(Instant::now() + wait);
+                    }
                     let detail = failure_detail(&outcome);
                     if outcome.result.is_err() {
                         tracing::info!(tool = %spec.tool_probes[i].tool, took_ms = outcome.duration.as_millis() as u64, error = %crate::redact::redact(&detail), "tool probe failed");
@@ -380,6 +393,21 @@ impl Supervisor {
 const EXIT_GRACE: Duration = Duration::from_millis(200);
 
 /// A probe saw the link die.
+/// Longest wait a `Retry-After` can impose: a server asking for an hour is
+/// still checked every minute.
+pub const MAX_HOLD: Duration = Duration::from_secs(60);
+
+/// How long to send nothing after a throttled probe: what the server asked
+/// for, at most [`MAX_HOLD`]. (The owner does not count that silence
+/// towards `stuck_after`.)
+fn hold_for(o: &ProbeOutcome) -> Option<Duration> {
+    let f = o.result.as_ref().err()?;
+    if f.reason != FailureReason::Throttled {
+        return None;
+    }
+    Some(f.retry_after?.min(MAX_HOLD))
+}
+
 /// The verdict reason of a probe refused for its credentials: the session
 /// ends on it, and the refusal (not the transport) is why.
 fn refusal(o: &ProbeOutcome) -> Option<Reason> {

@@ -230,7 +230,16 @@ impl LeanPinger {
             return Lean::Fallback;
         };
         if response.status() != reqwest::StatusCode::OK {
-            return Lean::Fallback;
+            // Asking rmcp again would send a second request to a server
+            // that just asked for fewer.
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok());
+            return match super::throttled(response.status().as_u16(), retry_after) {
+                Some(t) => Lean::Answered(Err(t)),
+                None => Lean::Fallback,
+            };
         }
         let sse = match response
             .headers()

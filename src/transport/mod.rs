@@ -68,6 +68,15 @@ pub enum RequestError {
     /// The credentials lack a permission the request needs (HTTP 403).
     #[error("forbidden: {0}")]
     Forbidden(String),
+    /// The server asked to be called less (HTTP 429, or 503 with
+    /// `Retry-After`): it is there and deliberately not serving this one.
+    #[error("throttled: HTTP {status}{}", retry_after.map(|d| format!(", retry after {d:?}")).unwrap_or_default())]
+    Throttled {
+        /// 429 or 503.
+        status: u16,
+        /// How long the server asked to wait, if it said.
+        retry_after: Option<Duration>,
+    },
     /// Any other transport failure (HTTP status, TLS, protocol violation).
     #[error("transport error: {0}")]
     Transport(String),
@@ -99,6 +108,33 @@ impl RequestError {
     }
 }
 
+/// The throttling an HTTP answer signals: 429 always, 503 only with a
+/// `Retry-After` (without one it is an outage, not a request to slow down).
+pub fn throttled(status: u16, retry_after: Option<&str>) -> Option<RequestError> {
+    let retry_after = retry_after.and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
+    match status {
+        429 => Some(RequestError::Throttled {
+            status,
+            retry_after,
+        }),
+        503 if retry_after.is_some() => Some(RequestError::Throttled {
+            status,
+            retry_after,
+        }),
+        _ => None,
+    }
+}
+
+/// A `Retry-After` value (RFC 9110): delay-seconds or an HTTP date.
+pub fn parse_retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or_default())
+}
+
 /// Why a synthetic tool call failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ToolCallError {
@@ -128,6 +164,8 @@ pub enum LinkFailure {
     Unauthenticated,
     /// The credentials lack a permission (HTTP 403).
     Forbidden,
+    /// The server asked to be called less (HTTP 429, or 503 with `Retry-After`).
+    Throttled,
     /// The server sent more requests than a client can be asked to serve.
     RequestFlood,
 }
@@ -233,6 +271,42 @@ pub fn truncate(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn throttles_and_their_waits() {
+        let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+        assert_eq!(
+            parse_retry_after(" 120 ", now),
+            Some(Duration::from_secs(120))
+        );
+        // RFC 9110's example date, 60 s after `now`.
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:29:00 GMT", now),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", now),
+            Some(Duration::ZERO),
+            "a date in the past means now"
+        );
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert!(matches!(
+            throttled(429, None),
+            Some(RequestError::Throttled {
+                status: 429,
+                retry_after: None
+            })
+        ));
+        assert!(matches!(
+            throttled(503, Some("3")),
+            Some(RequestError::Throttled {
+                status: 503,
+                retry_after: Some(_)
+            })
+        ));
+        assert!(throttled(503, None).is_none(), "a plain 503 is an outage");
+        assert!(throttled(500, Some("3")).is_none());
+    }
 
     #[test]
     fn truncate_bounds_and_defuses_text() {

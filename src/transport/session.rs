@@ -641,6 +641,14 @@ fn classify_transport(e: &(dyn std::error::Error + 'static)) -> RequestError {
     let text = truncate(&error_chain(e), 300);
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = source {
+        if let Some(rmcp::transport::streamable_http_client::StreamableHttpError::HttpStatus(s)) =
+            err.downcast_ref::<rmcp::transport::streamable_http_client::StreamableHttpError<
+                reqwest::Error,
+            >>()
+            && let Some(t) = super::throttled(s.status, s.retry_after.as_deref())
+        {
+            return t;
+        }
         match auth_refusal(err) {
             Some(reqwest::StatusCode::UNAUTHORIZED) => return RequestError::Unauthenticated(text),
             Some(_) => return RequestError::Forbidden(text),
@@ -687,6 +695,7 @@ fn classify_open(e: &rmcp::service::ClientInitializeError) -> OpenError {
         Some(RequestError::Unreachable(_)) => (LinkFailure::Unreachable, "connect"),
         Some(RequestError::Unauthenticated(_)) => (LinkFailure::Unauthenticated, "connect"),
         Some(RequestError::Forbidden(_)) => (LinkFailure::Forbidden, "connect"),
+        Some(RequestError::Throttled { .. }) => (LinkFailure::Throttled, "connect"),
         Some(_) => (LinkFailure::ConnectFailed, "connect"),
         None => (LinkFailure::HandshakeFailed, "handshake"),
     };

@@ -16,6 +16,10 @@ a hosted server answers: the token is the file's content, read at every
 request (so a test can revoke it); no or a wrong token gets 401 with an
 RFC 9728 `resource_metadata` challenge, and the token with `-readonly`
 appended gets 403 `insufficient_scope`.
+
+THROTTLE_FILE makes it throttle: while that file exists, every request is
+answered 429 with its content as `Retry-After`, and each throttled POST
+adds a line to the file's name plus `.log`.
 """
 
 import json
@@ -77,17 +81,17 @@ def echo(text: str) -> str:
     return text
 
 
-def gate(app, token_file: str, port: int):
-    """ASGI middleware: only `Bearer <token>` reaches the MCP app."""
+def gate(app, token_file, throttle_file, port: int):
+    """ASGI middleware: throttling, then only `Bearer <token>` reaches the app."""
     metadata = f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource"
 
-    async def refuse(send, status: int, challenge: str) -> None:
+    async def refuse(send, status: int, challenge: str, header=b"www-authenticate") -> None:
         await send(
             {
                 "type": "http.response.start",
                 "status": status,
                 "headers": [
-                    (b"www-authenticate", challenge.encode()),
+                    (header, challenge.encode()),
                     (b"content-type", b"application/json"),
                 ],
             }
@@ -96,6 +100,15 @@ def gate(app, token_file: str, port: int):
 
     async def guarded(scope, receive, send):
         if scope["type"] != "http":
+            return await app(scope, receive, send)
+        if throttle_file and os.path.exists(throttle_file):
+            with open(throttle_file) as f:
+                retry_after = f.read().strip()
+            if scope["method"] == "POST":
+                with open(throttle_file + ".log", "a") as f:
+                    f.write(f"{time.time()}\n")
+            return await refuse(send, 429, retry_after, b"retry-after")
+        if not token_file:
             return await app(scope, receive, send)
         auth = dict(scope["headers"]).get(b"authorization", b"").decode()
         with open(token_file) as f:
@@ -118,10 +131,11 @@ def main() -> None:
         return
     port = int(sys.argv[2])
     token_file = os.environ.get("REQUIRE_TOKEN_FILE")
-    if token_file:
+    throttle_file = os.environ.get("THROTTLE_FILE")
+    if token_file or throttle_file:
         import uvicorn
 
-        app = gate(mcp.streamable_http_app(), token_file, port)
+        app = gate(mcp.streamable_http_app(), token_file, throttle_file, port)
         uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
         return
     try:
