@@ -28,9 +28,43 @@ fn spellings(secret: &str) -> Vec<String> {
     out
 }
 
+/// Secrets of the running config (replaced on start and on every reload).
+static CONFIGURED: RwLock<Vec<String>> = RwLock::new(Vec::new());
+/// Secrets obtained at run time (OAuth tokens), by owner: the newest two of
+/// each, since an error about the previous one may still be on its way.
+static OBTAINED: RwLock<Vec<(String, Vec<String>)>> = RwLock::new(Vec::new());
+
 /// Replace the registered secrets (on start and on every reload).
 pub fn set_secrets(secrets: Vec<String>) {
-    let mut patterns: Vec<String> = secrets.iter().flat_map(|s| spellings(s)).collect();
+    *CONFIGURED.write().unwrap_or_else(|p| p.into_inner()) = secrets;
+    rebuild();
+}
+
+/// Register `secrets` obtained at run time for `owner` (a server id),
+/// keeping the ones registered just before them too.
+pub fn set_dynamic(owner: &str, secrets: Vec<String>) {
+    {
+        let mut all = OBTAINED.write().unwrap_or_else(|p| p.into_inner());
+        match all.iter_mut().find(|(o, _)| o == owner) {
+            Some((_, held)) => {
+                let previous = std::mem::replace(held, secrets);
+                held.extend(previous.into_iter().take(1));
+            }
+            None => all.push((owner.to_owned(), secrets)),
+        }
+    }
+    rebuild();
+}
+
+fn rebuild() {
+    let configured = CONFIGURED.read().unwrap_or_else(|p| p.into_inner());
+    let obtained = OBTAINED.read().unwrap_or_else(|p| p.into_inner());
+    let mut patterns: Vec<String> = configured
+        .iter()
+        .chain(obtained.iter().flat_map(|(_, s)| s))
+        .filter(|s| s.len() >= 4)
+        .flat_map(|s| spellings(s))
+        .collect();
     patterns.sort();
     patterns.dedup();
     // Leftmost-longest: a secret that contains another is replaced whole.

@@ -306,3 +306,56 @@ fn mixed_global_and_server_timers_are_checked_per_server() {
         "{err}"
     );
 }
+
+#[test]
+fn oauth2_blocks_take_one_secret_an_http_token_url_and_only_on_http() {
+    let base = "servers:\n  - id: a\n    transport: http\n    url: http://127.0.0.1:1/mcp\n    oauth2:\n      client_id: c\n";
+    let ok = parse(
+        &format!("{base}      client_secret: ${{SECRET}}\n      token_url: https://auth.example/token\n      scopes: [a, b]\n      endpoint_params: {{audience: \"${{AUD}}\"}}\n"),
+        &[("SECRET", "s3cret-value"), ("AUD", "aud-value")],
+    )
+    .expect("valid");
+    let config::TransportSpec::Http {
+        oauth2: Some(o), ..
+    } = &ok.servers[0].transport
+    else {
+        panic!("oauth2 parsed");
+    };
+    assert_eq!(o.client_secret.expose(), "s3cret-value");
+    assert_eq!(o.scopes, ["a", "b"]);
+    let secrets = ok.servers[0].secrets();
+    assert!(secrets.contains(&"s3cret-value".to_owned()));
+    assert!(secrets.contains(&"aud-value".to_owned()));
+    assert!(!format!("{ok:?}").contains("s3cret-value"));
+
+    for (extra, message) in [
+        (
+            "      token_url: https://auth.example/token\n",
+            "set exactly one of `client_secret` and `client_secret_file`",
+        ),
+        (
+            "      client_secret: x\n      client_secret_file: f\n      token_url: https://auth.example/token\n",
+            "set exactly one of `client_secret` and `client_secret_file`",
+        ),
+        (
+            "      client_secret: x\n      token_url: ftp://auth.example/token\n",
+            "is not an http(s) URL",
+        ),
+        (
+            "      client_secret: x\n      token_url: https://a/t\n      grant: password\n",
+            "unknown field `grant`",
+        ),
+    ] {
+        let err = parse(&format!("{base}{extra}"), &[]).expect_err(extra);
+        assert!(err.to_string().contains(message), "{extra}: {err}");
+    }
+    let err = parse(
+        "servers:\n  - id: a\n    transport: stdio\n    command: x\n    oauth2: {client_id: c, client_secret: s, token_url: 'https://a/t'}\n",
+        &[],
+    )
+    .expect_err("stdio");
+    assert!(
+        err.to_string().contains("`oauth2` applies to http servers"),
+        "{err}"
+    );
+}

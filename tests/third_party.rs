@@ -524,3 +524,81 @@ async fn a_throttling_server_is_degraded_never_unhealthy_and_left_alone_as_asked
     );
     mon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth2_client_credentials_keep_a_server_healthy_across_token_expiries() {
+    // The gate issues client-credentials tokens that live 3 s and accepts
+    // nothing else; mcpmon must keep fetching them without a bad reading.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = python_server();
+    let script = script.to_str().expect("utf-8 path");
+    let port = free_port();
+    let gate = third_party_http(
+        &python("legacy"),
+        &[script, "http", &port.to_string()],
+        &[("ISSUE_TOKENS", "mcpmon:client-s3cret:3".to_owned())],
+        port,
+    )
+    .await;
+    let oauth = |id: &str, secret: &str| {
+        format!(
+            "{}    oauth2:\n      client_id: mcpmon\n      client_secret: {secret}\n      \
+             token_url: http://127.0.0.1:{port}/token\n      scopes: [mcp]\n",
+            http(id, &gate.url)
+        )
+    };
+    let cfg = dir.path().join("fleet.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{FAST_GLOBAL}servers:\n{}{}",
+            oauth("oauth", "${OAUTH_SECRET}"),
+            oauth("wrong-secret", "not-the-secret"),
+        ),
+    )
+    .expect("write");
+    let mon = Binary::start_with_env(&cfg, &[], &[("OAUTH_SECRET", "client-s3cret")]).await;
+    let v = mon
+        .wait_status("wrong-secret", "unhealthy", SLOW_START)
+        .await;
+    assert_eq!(v["reason"], "unauthenticated", "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("invalid_client")),
+        "{v}"
+    );
+    mon.wait_status("oauth", "healthy", SLOW_START).await;
+    let expiry = || async {
+        let (_, m) = mon.get("/metrics").await;
+        metric(
+            &m,
+            r#"mcpmon_auth_token_expiry_timestamp_seconds{refreshable="true",server="oauth"}"#,
+        )
+        .expect("expiry exported")
+    };
+    let first = expiry().await;
+    // Four token lifetimes: never a bad reading.
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(12) {
+        let (_, v) = mon.server("oauth").await;
+        assert_eq!(v["status"], "healthy", "a token lapsed: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let last = expiry().await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64();
+    assert!(last > now, "the exported expiry is in the future");
+    assert!(
+        last - first >= 9.0,
+        "tokens were renewed: expiry moved {:.1} s",
+        last - first
+    );
+    for id in ["oauth", "wrong-secret"] {
+        let (_, body) = mon.get(&format!("/health/servers/{id}")).await;
+        assert!(!body.contains("client-s3cret"), "{body}");
+    }
+    assert!(!mon.log_text().contains("client-s3cret"));
+}

@@ -251,7 +251,24 @@ pub enum TransportSpec {
         headers: Vec<(String, Secret)>,
         /// `Authorization: Bearer` token.
         bearer_token: Option<Secret>,
+        /// OAuth 2.0 client credentials: tokens fetched and refreshed.
+        oauth2: Option<OAuth2Spec>,
     },
+}
+
+/// OAuth 2.0 client credentials (RFC 6749 §4.4), as Prometheus's `oauth2:`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OAuth2Spec {
+    /// The client id.
+    pub client_id: String,
+    /// The client secret.
+    pub client_secret: Secret,
+    /// Where tokens are asked for.
+    pub token_url: reqwest::Url,
+    /// Scopes asked for.
+    pub scopes: Vec<String>,
+    /// Extra form parameters of the token request; values are secrets.
+    pub endpoint_params: Vec<(String, Secret)>,
 }
 
 impl TransportSpec {
@@ -295,9 +312,14 @@ impl ServerSpec {
                 url,
                 headers,
                 bearer_token,
+                oauth2,
             } => {
                 out.extend(headers.iter().map(|(_, v)| v.expose().to_owned()));
                 out.extend(bearer_token.iter().map(|t| t.expose().to_owned()));
+                if let Some(o) = oauth2 {
+                    out.push(o.client_secret.expose().to_owned());
+                    out.extend(o.endpoint_params.iter().map(|(_, v)| v.expose().to_owned()));
+                }
                 out.extend(url.query().map(str::to_owned));
                 out.extend(url.password().map(str::to_owned));
                 out.extend((!url.username().is_empty()).then(|| url.username().to_owned()));

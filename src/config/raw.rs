@@ -45,10 +45,25 @@ pub(super) struct ServerFile {
     pub(super) headers: BTreeMap<String, String>,
     /// Name of an environment variable holding a bearer token.
     pub(super) bearer_token_env: Option<String>,
+    /// OAuth 2.0 client credentials, in Prometheus's `oauth2:` shape.
+    pub(super) oauth2: Option<OAuth2File>,
     #[serde(default)]
     pub(super) tool_probes: Vec<ToolProbeFile>,
     #[serde(flatten)]
     pub(super) tunables: FlatTunables,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct OAuth2File {
+    pub(super) client_id: String,
+    pub(super) client_secret: Option<String>,
+    pub(super) client_secret_file: Option<String>,
+    pub(super) token_url: String,
+    #[serde(default)]
+    pub(super) scopes: Vec<String>,
+    #[serde(default)]
+    pub(super) endpoint_params: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]

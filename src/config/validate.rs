@@ -341,6 +341,7 @@ impl Validator<'_> {
                     ("url", s.url.is_some()),
                     ("headers", !s.headers.is_empty()),
                     ("bearer_token_env", s.bearer_token_env.is_some()),
+                    ("oauth2", s.oauth2.is_some()),
                 ] {
                     if present {
                         self.error(
@@ -472,10 +473,21 @@ impl Validator<'_> {
                     }
                     token.map(Secret)
                 });
+                if s.oauth2.is_some() && s.bearer_token_env.is_some() {
+                    self.error(
+                        &field("oauth2"),
+                        "set `oauth2` or `bearer_token_env`, not both".to_owned(),
+                    );
+                }
+                let oauth2 = s
+                    .oauth2
+                    .as_ref()
+                    .and_then(|o| self.oauth2(o, &field("oauth2")));
                 TransportSpec::Http {
                     url,
                     headers,
                     bearer_token,
+                    oauth2,
                 }
             }
         };
@@ -663,6 +675,67 @@ impl Validator<'_> {
     }
 
     /// Expand `${VAR}` references; an unset variable is an error naming it.
+    /// An `oauth2:` block: the secret from exactly one place, an http(s)
+    /// token URL, `${VAR}` expanded everywhere a secret may be written.
+    fn oauth2(&mut self, o: &super::raw::OAuth2File, at: &[Seg]) -> Option<super::OAuth2Spec> {
+        let sub = |name: &str| {
+            let mut p = at.to_vec();
+            p.push(Seg::key(name));
+            p
+        };
+        let client_id = self.expand(&o.client_id, &sub("client_id"));
+        let client_secret = match (&o.client_secret, &o.client_secret_file) {
+            (Some(s), None) => self.expand(s, &sub("client_secret")),
+            (None, Some(f)) => {
+                let base = self.path.parent().unwrap_or(Path::new("."));
+                match std::fs::read_to_string(base.join(f)) {
+                    Ok(s) => s.trim().to_owned(),
+                    Err(e) => {
+                        self.error(
+                            &sub("client_secret_file"),
+                            format!("cannot read {f:?}: {e}"),
+                        );
+                        return None;
+                    }
+                }
+            }
+            _ => {
+                self.error(
+                    at,
+                    "set exactly one of `client_secret` and `client_secret_file`".to_owned(),
+                );
+                return None;
+            }
+        };
+        let raw = self.expand(&o.token_url, &sub("token_url"));
+        let token_url = match reqwest::Url::parse(&raw) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") => u,
+            _ => {
+                self.error(
+                    &sub("token_url"),
+                    format!("token_url {:?} is not an http(s) URL", o.token_url),
+                );
+                return None;
+            }
+        };
+        let endpoint_params = o
+            .endpoint_params
+            .iter()
+            .map(|(k, v)| {
+                let mut p = sub("endpoint_params");
+                p.push(Seg::key(k));
+                (k.clone(), Secret(self.expand(v, &p)))
+            })
+            .collect();
+        Some(super::OAuth2Spec {
+            client_id,
+            client_secret: Secret(client_secret),
+            token_url,
+            scopes: o.scopes.clone(),
+            endpoint_params,
+        })
+    }
+
     fn expand(&mut self, raw: &str, at: &[Seg]) -> String {
         let mut out = String::with_capacity(raw.len());
         let mut rest = raw;

@@ -45,9 +45,10 @@ enum Family {
     ToolCallCancellations,
     ChildCpu,
     ChildRss,
+    TokenExpiry,
 }
 
-const FAMILIES: usize = 23;
+const FAMILIES: usize = 24;
 
 /// Name, type and help of each family, indexed by [`Family`].
 const FAMILY_META: [(&str, &str, &str); FAMILIES] = [
@@ -162,6 +163,11 @@ const FAMILY_META: [(&str, &str, &str); FAMILIES] = [
         "gauge",
         "Resident memory of the stdio server's process tree.",
     ),
+    (
+        "mcpmon_auth_token_expiry_timestamp_seconds",
+        "gauge",
+        "Unix time the server's credentials expire: OAuth tokens (refreshable=\"true\", renewed by mcpmon) and static bearer tokens that are JWTs (refreshable=\"false\").",
+    ),
 ];
 
 /// Write a histogram's `_bucket`, `_sum` and `_count` lines; `labels` is
@@ -254,6 +260,17 @@ fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
         if let Some(x) = value {
             put(out, f, format_args!("{}{{{l}}} {}\n", name(f), Float(x)));
         }
+    }
+    if let Some((at, refreshable)) = v.token_expiry {
+        put(
+            out,
+            Family::TokenExpiry,
+            format_args!(
+                "{}{{refreshable=\"{refreshable}\",{l}}} {}\n",
+                name(Family::TokenExpiry),
+                Float(at)
+            ),
+        );
     }
     if let Some(n) = v.child_rss {
         put(

@@ -99,6 +99,8 @@ pub enum Event {
     },
     /// A sample of the stdio process tree.
     Process(ProcessSample),
+    /// When the session's credentials expire (sent when it changes).
+    Credentials(Option<crate::transport::Credentials>),
     /// Progress notifications collected from the session.
     Progress(Progress),
     /// Nothing new; judge again (time passing can make a server stuck).

@@ -310,6 +310,16 @@ impl Owner {
                 series.last_check = Some(unix_now());
                 t.probe(&outcome, was_late, now)
             }
+            Event::Credentials(c) => {
+                series.token_expiry = c.map(|c| {
+                    let at = c
+                        .expires
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0.0, |d| d.as_secs_f64());
+                    (at, c.refreshable)
+                });
+                None
+            }
             Event::Process(sample) => {
                 // A new process starts from zero; the counter only moves forward.
                 let cpu = sample.cpu.as_secs_f64();

@@ -146,6 +146,8 @@ pub struct Series {
     pub child_cpu: Option<f64>,
     /// Resident memory of the stdio process tree.
     pub child_rss: Option<u64>,
+    /// Unix time the credentials expire, and whether mcpmon refreshes them.
+    pub token_expiry: Option<(f64, bool)>,
 }
 
 impl Series {

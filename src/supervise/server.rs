@@ -254,7 +254,13 @@ impl Supervisor {
         let stdio = session.process().is_some();
         // Until when the server asked not to be called (Retry-After).
         let mut hold_until: Option<Instant> = None;
+        let mut credentials = None;
         loop {
+            let now_credentials = session.credentials();
+            if now_credentials != credentials {
+                credentials = now_credentials;
+                self.send(Event::Credentials(credentials)).await;
+            }
             let held = hold_until.is_some_and(|h| Instant::now() < h);
             let late_at = ping.as_ref().filter(|p| !p.late).map(|p| p.late_at);
             let tool_due = tools.next_due();

@@ -23,11 +23,12 @@ use futures::stream::BoxStream;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_client::{
-    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
-    StreamableHttpResponseLimits,
+    AuthRequiredError, SseError, StreamableHttpClient, StreamableHttpError,
+    StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 use serde::Deserialize;
 
+use super::oauth2::TokenSource;
 use super::{RequestError, truncate};
 
 /// Largest ping answer read, JSON or SSE; a ping's answer is tens of bytes.
@@ -38,11 +39,16 @@ type Route = Arc<HeaderMap>;
 
 /// A reqwest client for rmcp that records the session id and headers of
 /// each POST it sends. Everything else passes through untouched.
+/// With OAuth, it also puts the current token on every request and, when a
+/// POST is refused with 401, fetches a new token and sends it once more.
 #[derive(Clone)]
 pub struct Recorder {
     inner: reqwest::Client,
     route: Arc<Mutex<Option<Route>>>,
+    tokens: Option<Arc<TokenSource>>,
 }
+
+type HttpError = StreamableHttpError<reqwest::Error>;
 
 impl Recorder {
     /// Wrap the shared client.
@@ -50,6 +56,23 @@ impl Recorder {
         Recorder {
             inner,
             route: Arc::new(Mutex::new(None)),
+            tokens: None,
+        }
+    }
+
+    /// Authenticate every request with tokens from `tokens`.
+    pub fn with_tokens(mut self, tokens: Arc<TokenSource>) -> Self {
+        self.tokens = Some(tokens);
+        self
+    }
+
+    /// The token to send: the current OAuth one, or what rmcp was given.
+    async fn auth(&self, given: Option<String>) -> Result<Option<String>, HttpError> {
+        match &self.tokens {
+            None => Ok(given),
+            Some(t) => t.token().await.map(|t| Some(t.to_string())).map_err(|e| {
+                StreamableHttpError::AuthRequired(AuthRequiredError::new(e.to_string()))
+            }),
         }
     }
 
@@ -90,6 +113,7 @@ impl StreamableHttpClient for Recorder {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let auth_header = self.auth(auth_header).await?;
         self.inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await
@@ -106,6 +130,40 @@ impl StreamableHttpClient for Recorder {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let auth_header = self.auth(auth_header).await?;
+        self.record(
+            session_id.as_deref(),
+            auth_header.as_deref(),
+            &custom_headers,
+        );
+        let retry = self
+            .tokens
+            .as_ref()
+            .zip(auth_header.clone())
+            .map(|(t, sent)| (t.clone(), sent, message.clone(), custom_headers.clone()));
+        let first = self
+            .inner
+            .post_message_with_response_limits(
+                uri.clone(),
+                message,
+                session_id.clone(),
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await;
+        // A token refused mid-session (revoked, expired early) gets one more
+        // try with a fresh one before anything is judged.
+        let Some((tokens, sent, message, custom_headers)) = retry else {
+            return first;
+        };
+        if !refused(&first) {
+            return first;
+        }
+        let fresh = tokens.refresh(&sent).await.map_err(|e| {
+            StreamableHttpError::AuthRequired(AuthRequiredError::new(e.to_string()))
+        })?;
+        let auth_header = Some(fresh.to_string());
         self.record(
             session_id.as_deref(),
             auth_header.as_deref(),
@@ -132,6 +190,7 @@ impl StreamableHttpClient for Recorder {
     ) -> Result<(), StreamableHttpError<Self::Error>> {
         // A closed session must not be pinged.
         *self.route.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let auth_header = self.auth(auth_header).await?;
         self.inner
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
@@ -148,6 +207,7 @@ impl StreamableHttpClient for Recorder {
         BoxStream<'static, Result<sse_stream::Sse, SseError>>,
         StreamableHttpError<Self::Error>,
     > {
+        let auth_header = self.auth(auth_header).await?;
         self.inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
             .await
@@ -165,6 +225,7 @@ impl StreamableHttpClient for Recorder {
         BoxStream<'static, Result<sse_stream::Sse, SseError>>,
         StreamableHttpError<Self::Error>,
     > {
+        let auth_header = self.auth(auth_header).await?;
         self.inner
             .get_stream_with_max_sse_event_size(
                 uri,
@@ -185,6 +246,15 @@ pub enum Lean {
     Answered(Result<(), RequestError>),
     /// Not a plain answer; ask rmcp.
     Fallback,
+}
+
+/// Whether a POST's result is a refusal of the credentials (401).
+fn refused(r: &Result<StreamableHttpPostResponse, HttpError>) -> bool {
+    match r {
+        Err(StreamableHttpError::AuthRequired(_)) => true,
+        Err(StreamableHttpError::UnexpectedServerResponse(t)) => t.starts_with("HTTP 401"),
+        _ => false,
+    }
 }
 
 /// What a session needs to ping without rmcp.
@@ -208,9 +278,19 @@ impl LeanPinger {
 
     /// Send one ping. The caller bounds it with its deadline.
     pub async fn ping(&self) -> Lean {
-        let Some(route) = self.recorder.route() else {
+        let Some(mut route) = self.recorder.route() else {
             return Lean::Fallback;
         };
+        if let Some(tokens) = &self.recorder.tokens {
+            // The token may have been refreshed since rmcp's last POST.
+            let Ok(token) = tokens.token().await else {
+                return Lean::Fallback;
+            };
+            if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {token}")) {
+                v.set_sensitive(true);
+                Arc::make_mut(&mut route).insert(reqwest::header::AUTHORIZATION, v);
+            }
+        }
         // String ids never collide with rmcp's numeric ones on this session.
         let id = format!(
             "mcpmon-ping-{}",

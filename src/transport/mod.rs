@@ -16,6 +16,7 @@ pub mod child;
 pub mod fake;
 pub mod guard;
 pub mod lean_ping;
+pub mod oauth2;
 pub mod procstat;
 pub mod session;
 
@@ -170,6 +171,16 @@ pub enum LinkFailure {
     RequestFlood,
 }
 
+/// When the credentials a session sends stop working.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Credentials {
+    /// The token's expiry.
+    pub expires: std::time::SystemTime,
+    /// Whether mcpmon fetches a new one itself (OAuth), or someone must
+    /// replace it (a static bearer token).
+    pub refreshable: bool,
+}
+
 /// Why opening a session failed.
 #[derive(Debug, thiserror::Error)]
 #[error("{phase}: {detail}")]
@@ -210,6 +221,10 @@ pub trait Session: Send + Sync {
     /// Progress notifications received so far, and the intervals between
     /// consecutive ones of a request since the last call.
     fn progress(&self) -> Progress;
+    /// When the credentials this session sends expire, if known.
+    fn credentials(&self) -> Option<Credentials> {
+        None
+    }
     /// Set when the server broke the session's rules (too many requests of
     /// its own): the session must be dropped with this failure.
     fn violation(&self) -> Option<LinkFailure> {

@@ -27,6 +27,7 @@ use rmcp::{ClientCacheConfig, ClientHandler, ClientLifecycleMode, ClientServiceE
 use super::child::{self, Child};
 use super::guard::{Flood, Guarded};
 use super::lean_ping::{Lean, LeanPinger, Recorder};
+use super::oauth2::TokenSource;
 use super::{
     BoxFuture, Connector, Era, LinkFailure, OpenError, Progress, RequestError, ServerInfo, Session,
     ToolCall, ToolCallError, truncate,
@@ -148,6 +149,10 @@ pub struct RmcpSession {
     activity: Arc<Activity>,
     /// Pings without rmcp (Streamable HTTP sessions).
     lean: Option<LeanPinger>,
+    /// OAuth tokens, when the server is configured with `oauth2`.
+    tokens: Option<Arc<TokenSource>>,
+    /// The expiry of a static bearer token that is a JWT.
+    static_expiry: Option<std::time::SystemTime>,
 }
 
 /// Opens [`RmcpSession`]s to one configured server.
@@ -243,6 +248,8 @@ impl RmcpSession {
             detail: "the server sent more requests than mcpmon serves".to_owned(),
         };
         let mut lean = None;
+        let mut tokens: Option<Arc<TokenSource>> = None;
+        let mut static_expiry = None;
         let (service, child) = match &spec.transport {
             TransportSpec::Stdio { .. } => {
                 let spawned = child::spawn(&spec.id, &spec.transport).map_err(|e| OpenError {
@@ -303,12 +310,25 @@ impl RmcpSession {
                 url,
                 headers,
                 bearer_token,
+                oauth2,
             } => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
                 config.max_json_response_size = MAX_LINE_BYTES;
                 config.max_sse_event_size = MAX_LINE_BYTES;
                 if let Some(token) = bearer_token {
                     config = config.auth_header(token.expose().to_owned());
+                    static_expiry = super::oauth2::jwt_expiry(token.expose());
+                }
+                if let Some(o) = oauth2 {
+                    let source = Arc::new(TokenSource::new(&spec.id, o.clone(), http.clone()));
+                    // No token, no session: the refusal is the verdict.
+                    let token = source.token().await.map_err(|e| OpenError {
+                        failure: LinkFailure::Unauthenticated,
+                        phase: "connect",
+                        detail: e.to_string(),
+                    })?;
+                    config = config.auth_header(token.to_string());
+                    tokens = Some(source);
                 }
                 let mut custom = std::collections::HashMap::new();
                 for (k, v) in headers {
@@ -320,7 +340,10 @@ impl RmcpSession {
                     }
                 }
                 config = config.custom_headers(custom);
-                let recorder = Recorder::new(http.clone());
+                let recorder = match &tokens {
+                    Some(t) => Recorder::new(http.clone()).with_tokens(t.clone()),
+                    None => Recorder::new(http.clone()),
+                };
                 lean = Some(LeanPinger::new(http.clone(), url.clone(), recorder.clone()));
                 let transport = Guarded::new(
                     StreamableHttpClientTransport::with_client(recorder, config),
@@ -386,6 +409,8 @@ impl RmcpSession {
             info,
             activity,
             lean,
+            tokens,
+            static_expiry,
         })
     }
 
@@ -558,6 +583,19 @@ impl Session for RmcpSession {
 
     fn violation(&self) -> Option<LinkFailure> {
         self.flood.tripped().then_some(LinkFailure::RequestFlood)
+    }
+
+    fn credentials(&self) -> Option<super::Credentials> {
+        match &self.tokens {
+            Some(t) => t.expiry().map(|expires| super::Credentials {
+                expires,
+                refreshable: true,
+            }),
+            None => self.static_expiry.map(|expires| super::Credentials {
+                expires,
+                refreshable: false,
+            }),
+        }
     }
 
     /// Close politely: stop the service (closing stdin / ending the HTTP

@@ -17,6 +17,10 @@ request (so a test can revoke it); no or a wrong token gets 401 with an
 RFC 9728 `resource_metadata` challenge, and the token with `-readonly`
 appended gets 403 `insufficient_scope`.
 
+ISSUE_TOKENS=id:secret:seconds makes the gate an OAuth 2.0 authorization
+server too: POST /token with client credentials (HTTP Basic) issues tokens
+that expire after that many seconds, and only unexpired ones are accepted.
+
 THROTTLE_FILE makes it throttle: while that file exists, every request is
 answered 429 with its content as `Retry-After`, and each throttled POST
 adds a line to the file's name plus `.log`.
@@ -81,9 +85,42 @@ def echo(text: str) -> str:
     return text
 
 
-def gate(app, token_file, throttle_file, port: int):
+def gate(app, token_file, throttle_file, issuer, port: int):
     """ASGI middleware: throttling, then only `Bearer <token>` reaches the app."""
+    import base64
+    import secrets
+
     metadata = f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource"
+    issued = {}  # token -> expiry (time.time())
+
+    async def token_endpoint(scope, receive, send):
+        body = b""
+        while True:
+            msg = await receive()
+            body += msg.get("body", b"")
+            if not msg.get("more_body"):
+                break
+        client_id, client_secret, seconds = issuer
+        auth = dict(scope["headers"]).get(b"authorization", b"").decode()
+        expected = base64.b64encode(f"{client_id}:{client_secret}".encode()).decode()
+        form = dict(p.split("=", 1) for p in body.decode().split("&") if "=" in p)
+        if auth != f"Basic {expected}" or form.get("grant_type") != "client_credentials":
+            payload, status = b'{"error":"invalid_client"}', 401
+        else:
+            token = secrets.token_urlsafe(24)
+            issued[token] = time.time() + float(seconds)
+            payload = json.dumps(
+                {"access_token": token, "token_type": "Bearer", "expires_in": int(seconds)}
+            ).encode()
+            status = 200
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})
 
     async def refuse(send, status: int, challenge: str, header=b"www-authenticate") -> None:
         await send(
@@ -108,14 +145,21 @@ def gate(app, token_file, throttle_file, port: int):
                 with open(throttle_file + ".log", "a") as f:
                     f.write(f"{time.time()}\n")
             return await refuse(send, 429, retry_after, b"retry-after")
-        if not token_file:
+        if issuer and scope["path"] == "/token":
+            return await token_endpoint(scope, receive, send)
+        if not token_file and not issuer:
             return await app(scope, receive, send)
         auth = dict(scope["headers"]).get(b"authorization", b"").decode()
-        with open(token_file) as f:
-            token = f.read().strip()
-        if auth == f"Bearer {token}":
+        token = None
+        if token_file:
+            with open(token_file) as f:
+                token = f.read().strip()
+        presented = auth.removeprefix("Bearer ")
+        if issued.get(presented, 0) > time.time():
             return await app(scope, receive, send)
-        if auth == f"Bearer {token}-readonly":
+        if token and auth == f"Bearer {token}":
+            return await app(scope, receive, send)
+        if token and auth == f"Bearer {token}-readonly":
             return await refuse(
                 send, 403, 'Bearer error="insufficient_scope", scope="mcp:tools"'
             )
@@ -132,10 +176,12 @@ def main() -> None:
     port = int(sys.argv[2])
     token_file = os.environ.get("REQUIRE_TOKEN_FILE")
     throttle_file = os.environ.get("THROTTLE_FILE")
-    if token_file or throttle_file:
+    issuer = os.environ.get("ISSUE_TOKENS")
+    issuer = issuer.split(":") if issuer else None
+    if token_file or throttle_file or issuer:
         import uvicorn
 
-        app = gate(mcp.streamable_http_app(), token_file, throttle_file, port)
+        app = gate(mcp.streamable_http_app(), token_file, throttle_file, issuer, port)
         uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
         return
     try:
