@@ -80,7 +80,11 @@ pub fn metrics(data: &[u8]) {
     let opened = Event::Opened {
         era: Era::Legacy,
         info,
-        tools: Some(vec!["health".into()]),
+        tools: Some(crate::transport::tools::ToolSurface::from_json([
+            serde_json::json!({
+                "name": "health", "inputSchema": {"type": "object"}
+            }),
+        ])),
         handshake: std::time::Duration::ZERO,
         health_check: true,
     };

@@ -306,6 +306,12 @@ fn print_report(r: &mcpmon::oneshot::ProbeReport) {
     if !r.tools.is_empty() {
         println!("tools:      {}", r.tools.join(", "));
     }
+    if let Some(h) = &r.tools_hash {
+        println!("tool hash:  {h}");
+    }
+    for (name, problem) in &r.tools_invalid {
+        println!("tool:       {name:?} breaks the spec: {problem}");
+    }
     if let Some(h) = &r.health_check {
         let status = match h.status {
             mcpmon::probe::health_check::Reported::Unreadable => {

@@ -43,6 +43,10 @@ pub struct ProbeReport {
     pub ping_errors: Vec<String>,
     /// Tool names listed.
     pub tools: Vec<String>,
+    /// Hash of the tool surface (names, schemas, annotations).
+    pub tools_hash: Option<String>,
+    /// Listed tools that break the spec's rules, and why.
+    pub tools_invalid: Vec<(String, String)>,
     /// What the health_check tool said, if listed.
     pub health_check: Option<HealthReport>,
     /// The requested tool call's outcome: text of the result or the error.
@@ -67,6 +71,8 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
         ping_ms: Vec::new(),
         ping_errors: Vec::new(),
         tools: Vec::new(),
+        tools_hash: None,
+        tools_invalid: Vec::new(),
         health_check: None,
         call: None,
         state: State::Unknown,
@@ -92,13 +98,21 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
     report.era = Some(session.era());
     report.server_info = Some(session.info().clone());
     match session.list_tools(s.request_timeout.0).await {
-        Ok(tools) => report.tools = tools,
+        Ok(surface) => {
+            report.tools = surface.names().map(str::to_owned).collect();
+            report.tools_hash = Some(surface.hash.clone());
+            report.tools_invalid = surface
+                .tools
+                .iter()
+                .filter_map(|t| Some((t.name.clone(), t.problem.clone()?)))
+                .collect();
+            tracker.tools_listed(surface);
+        }
         Err(e) => report.detail = tracker.scrub(&format!("tools/list: {e}")),
     }
     tracker.session_opened(
         session.era(),
         session.info().clone(),
-        Some(report.tools.len()),
         handshake,
         Instant::now(),
     );

@@ -602,3 +602,83 @@ async fn oauth2_client_credentials_keep_a_server_healthy_across_token_expiries()
     }
     assert!(!mon.log_text().contains("client-s3cret"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_surface_changes_are_seen_named_and_counted() {
+    // A Python SDK server over stdio. Its `grow` tool (called once by a
+    // tool probe) adds a tool and announces it; later it is redeployed with
+    // one more tool. `expected_tools` names that tool from the start.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra = dir.path().join("extra-tools");
+    let mark = marker("tools");
+    let script = python_server();
+    let yaml = format!(
+        "{FAST_GLOBAL}servers:\n  - id: tools\n    transport: stdio\n    command: {:?}\n    \
+         args: [{:?}, stdio]\n    env: {{MCPMON_TEST_MARKER: {mark:?}, EXTRA_TOOLS_FILE: {:?}}}\n    \
+         expected_tools: [echo, summarize]\n    \
+         tool_probes: [{{tool: grow, interval: 1h}}]\n",
+        python("legacy"),
+        script.to_str().expect("utf-8"),
+        extra.to_str().expect("utf-8"),
+    );
+    let mon = Monitor::start(&yaml).await;
+    let changed = |v: &serde_json::Value, name: &str| {
+        v["events"].as_array().is_some_and(|e| {
+            e.iter().any(|e| {
+                e["kind"] == "tools_changed"
+                    && e["detail"].as_str().is_some_and(|d| d.contains(name))
+            })
+        })
+    };
+    let start = std::time::Instant::now();
+    let v = loop {
+        let (_, v) = mon.server("tools").await;
+        if changed(&v, "added: grown") {
+            break v;
+        }
+        assert!(
+            start.elapsed() < SLOW_START,
+            "no tools_changed for grown: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(v["status"], "degraded", "{v}");
+    assert_eq!(v["reason"], "tools_missing", "{v}");
+    assert_eq!(v["tools_missing"], serde_json::json!(["summarize"]), "{v}");
+    assert!(
+        v["tools_hash"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("sha256:"))
+    );
+    let m = mon.metrics().await;
+    assert_eq!(
+        metric(&m, r#"mcpmon_server_tools_changes_total{server="tools"}"#),
+        Some(1.0)
+    );
+
+    // Redeploy with the expected tool: the new session's listing names it,
+    // and nothing is missing any more.
+    std::fs::write(&extra, "summarize\n").expect("write");
+    let pids = wait_pids(&mark, Duration::from_secs(5)).await;
+    kill(&pids, libc::SIGKILL);
+    let start = std::time::Instant::now();
+    loop {
+        let (_, v) = mon.server("tools").await;
+        if changed(&v, "added: summarize") && v["status"] == "healthy" {
+            assert!(v.get("tools_missing").is_none(), "{v}");
+            break;
+        }
+        assert!(
+            start.elapsed() < SLOW_START + BACKOFF_MAX,
+            "redeploy not seen: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let m = mon.metrics().await;
+    assert!(
+        metric(&m, r#"mcpmon_server_tools_changes_total{server="tools"}"#)
+            .is_some_and(|n| n >= 2.0),
+        "{m}"
+    );
+    mon.stop().await;
+}

@@ -166,6 +166,9 @@ tunables! {
     health_check_arguments: BTreeMap<String, serde_json::Value> = BTreeMap::new();
     /// Most numeric health_check fields exported per server.
     health_check_max_fields: usize = 16;
+    /// How often the tool list is read again to catch a changed tool
+    /// surface (also on every new session and on `list_changed`).
+    tools_interval: Dur = secs(300);
     /// A live transport with no answer for this long is judged stuck and rebuilt.
     stuck_after: Dur = secs(60);
     /// How far back the verdict looks at probe outcomes.
@@ -297,6 +300,8 @@ pub struct ServerSpec {
     /// Every value a `${VAR}` in this server's entry expanded to: secrets,
     /// whatever field they landed in (a URL path, an argument).
     pub expanded: Vec<Secret>,
+    /// Tools the server must list (`tools_missing` otherwise).
+    pub expected_tools: Vec<String>,
 }
 
 impl ServerSpec {

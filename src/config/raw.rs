@@ -49,6 +49,9 @@ pub(super) struct ServerFile {
     pub(super) oauth2: Option<OAuth2File>,
     #[serde(default)]
     pub(super) tool_probes: Vec<ToolProbeFile>,
+    /// Tools the server must list; any missing makes it degraded.
+    #[serde(default)]
+    pub(super) expected_tools: Vec<String>,
     #[serde(flatten)]
     pub(super) tunables: FlatTunables,
 }

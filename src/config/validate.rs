@@ -504,6 +504,7 @@ impl Validator<'_> {
             protocol,
             tool_probes,
             expanded,
+            expected_tools: s.expected_tools,
         })
     }
 
@@ -522,6 +523,7 @@ impl Validator<'_> {
             ("request_timeout", t.request_timeout),
             ("health_check_interval", t.health_check_interval),
             ("health_check_timeout", t.health_check_timeout),
+            ("tools_interval", t.tools_interval),
             ("stuck_after", t.stuck_after),
             ("window", t.window),
             ("backoff_initial", t.backoff_initial),

@@ -202,6 +202,18 @@ struct ServerView<'a> {
     server_version: Option<&'a str>,
     consecutive_failures: u32,
     tools: Option<usize>,
+    tools_hash: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    tools_missing: &'a [String],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    tools_invalid: Vec<InvalidTool<'a>>,
+}
+
+/// A listed tool that breaks the spec's rules.
+#[derive(Serialize)]
+struct InvalidTool<'a> {
+    name: &'a str,
+    problem: &'a str,
 }
 
 impl<'a> ServerView<'a> {
@@ -222,6 +234,13 @@ impl<'a> ServerView<'a> {
             server_version: info.map(|i| i.version.as_str()),
             consecutive_failures: s.consecutive_failures,
             tools: s.tools,
+            tools_hash: s.tools_hash.as_deref(),
+            tools_missing: &s.tools_missing,
+            tools_invalid: s
+                .tools_invalid
+                .iter()
+                .map(|(name, problem)| InvalidTool { name, problem })
+                .collect(),
         }
     }
 }

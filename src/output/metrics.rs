@@ -28,6 +28,8 @@ enum Family {
     Info,
     HealthCheckPresent,
     Tools,
+    ToolsChanges,
+    ToolsInvalid,
     SessionStart,
     LastCheck,
     StateChanges,
@@ -48,7 +50,7 @@ enum Family {
     TokenExpiry,
 }
 
-const FAMILIES: usize = 24;
+const FAMILIES: usize = 26;
 
 /// Name, type and help of each family, indexed by [`Family`].
 const FAMILY_META: [(&str, &str, &str); FAMILIES] = [
@@ -80,7 +82,17 @@ const FAMILY_META: [(&str, &str, &str); FAMILIES] = [
     (
         "mcpmon_server_tools",
         "gauge",
-        "Tools the server listed at session start.",
+        "Tools in the server's latest listing.",
+    ),
+    (
+        "mcpmon_server_tools_changes_total",
+        "counter",
+        "Tool listings whose surface (names, schemas, annotations) differed from the one before.",
+    ),
+    (
+        "mcpmon_server_tools_invalid",
+        "gauge",
+        "Listed tools whose name or input schema breaks the spec's rules (a warning, never a verdict).",
     ),
     (
         "mcpmon_session_start_timestamp_seconds",
@@ -251,7 +263,25 @@ fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
             Family::Tools,
             format_args!("{}{{{l}}} {n}\n", name(Family::Tools)),
         );
+        put(
+            out,
+            Family::ToolsInvalid,
+            format_args!(
+                "{}{{{l}}} {}\n",
+                name(Family::ToolsInvalid),
+                v.tools_invalid
+            ),
+        );
     }
+    put(
+        out,
+        Family::ToolsChanges,
+        format_args!(
+            "{}{{{l}}} {}\n",
+            name(Family::ToolsChanges),
+            v.tools_changes
+        ),
+    );
     for (f, value) in [
         (Family::SessionStart, v.session_start),
         (Family::LastCheck, v.last_check),

@@ -19,6 +19,7 @@ use crate::config::ServerSpec;
 #[cfg(test)]
 use crate::config::Settings;
 use crate::probe::{Answer, FailureReason, ProbeOutcome};
+use crate::transport::tools::{ToolDiff, ToolSurface};
 use crate::transport::{Era, ProcessSample, ServerInfo};
 
 /// Share of one core a process tree must use between two samples to count
@@ -88,8 +89,14 @@ pub struct ServerStatus {
     pub sessions: u64,
     /// Liveness failures in a row.
     pub consecutive_failures: u32,
-    /// Tools listed at session start.
+    /// Tools in the latest listing.
     pub tools: Option<usize>,
+    /// Hash of the latest tool surface (names, schemas, annotations).
+    pub tools_hash: Option<String>,
+    /// Tools in `expected_tools` the latest listing lacks.
+    pub tools_missing: Vec<String>,
+    /// Listed tools that break the spec's rules, and why: a warning only.
+    pub tools_invalid: Vec<(String, String)>,
     /// The last health_check result.
     pub health_check: Option<HealthCheckStatus>,
     /// Recent timeline, oldest first. Shared: publishing a status on every
@@ -120,6 +127,11 @@ pub struct Tracker {
     /// What the latest failure said (scrubbed), published as `detail`
     /// whenever the published reason is not `ok`.
     problem: String,
+    /// The latest tool listing, kept across sessions so a redeploy that
+    /// changes it is seen.
+    surface: Option<ToolSurface>,
+    /// From the config.
+    expected_tools: Vec<String>,
 }
 
 impl Tracker {
@@ -142,6 +154,9 @@ impl Tracker {
                 sessions: 0,
                 consecutive_failures: 0,
                 tools: None,
+                tools_hash: None,
+                tools_missing: Vec::new(),
+                tools_invalid: Vec::new(),
                 health_check: None,
                 events: Arc::new(VecDeque::new()),
             },
@@ -166,6 +181,8 @@ impl Tracker {
             health_check_failed: false,
             throttled: false,
             problem: String::new(),
+            surface: None,
+            expected_tools: spec.expected_tools.clone(),
         }
     }
 
@@ -174,12 +191,48 @@ impl Tracker {
         &self.status
     }
 
+    /// A tool listing arrived (at session start, on `list_changed`, or on
+    /// the `tools_interval`). Returns how it differs from the one before,
+    /// recorded as a `tools_changed` event, when it does. Judged at the
+    /// next evaluation.
+    pub fn tools_listed(&mut self, surface: ToolSurface) -> Option<ToolDiff> {
+        let diff = self
+            .surface
+            .as_ref()
+            .filter(|before| before.hash != surface.hash)
+            .map(|before| surface.diff(before));
+        if let Some(d) = &diff {
+            let detail = format!("tools changed: {d}");
+            self.push_event("tools_changed", self.status.reason, detail);
+        }
+        self.status.tools = Some(surface.tools.len());
+        self.status.tools_hash = Some(surface.hash.clone());
+        self.status.tools_invalid = surface
+            .tools
+            .iter()
+            .filter_map(|t| Some((t.name.clone(), t.problem.clone()?)))
+            .collect();
+        self.status.tools_missing = self
+            .expected_tools
+            .iter()
+            .filter(|want| !surface.names().any(|n| n == want.as_str()))
+            .cloned()
+            .collect();
+        if !self.status.tools_missing.is_empty() {
+            self.problem = format!(
+                "expected tools missing: {}",
+                self.status.tools_missing.join(", ")
+            );
+        }
+        self.surface = Some(surface);
+        diff
+    }
+
     /// A session opened: clean window, the handshake counts as an answer.
     pub fn session_opened(
         &mut self,
         era: Era,
         info: ServerInfo,
-        tools: Option<usize>,
         handshake: Duration,
         now: Instant,
     ) -> Option<Transition> {
@@ -198,7 +251,7 @@ impl Tracker {
         self.status.server_info = Some(info.clone());
         self.status.session_started = Some(SystemTime::now());
         self.status.sessions += 1;
-        self.status.tools = tools;
+
         self.status.consecutive_failures = 0;
         self.status.health_check = None;
         self.window.record(now, true, Outcome::Ok(handshake));
@@ -424,6 +477,7 @@ impl Tracker {
             reported: self.reported,
             health_check_failed: self.health_check_failed,
             throttled: self.throttled,
+            tools_missing: !self.status.tools_missing.is_empty(),
         }
     }
 
@@ -520,7 +574,10 @@ mod tests {
             name: "demo".into(),
             version: "1".into(),
         };
-        t.session_opened(Era::Legacy, info, Some(3), Duration::from_millis(2), now)
+        t.tools_listed(ToolSurface::from_json(["a", "b", "c"].map(
+            |n| serde_json::json!({"name": n, "inputSchema": {"type": "object"}}),
+        )));
+        t.session_opened(Era::Legacy, info, Duration::from_millis(2), now)
     }
 
     fn kinds(t: &Tracker) -> Vec<&'static str> {
@@ -562,6 +619,40 @@ mod tests {
         let e = t.evidence(t0 + secs(64));
         assert!(!e.throttled);
         assert_eq!(e.silent_for, secs(2));
+    }
+
+    fn surface(names: &[&str]) -> ToolSurface {
+        ToolSurface::from_json(
+            names
+                .iter()
+                .map(|n| serde_json::json!({"name": n, "inputSchema": {"type": "object"}})),
+        )
+    }
+
+    #[test]
+    fn tool_listings_are_compared_across_sessions_and_expected_ones_checked() {
+        let t0 = Instant::now();
+        let mut s = spec("a");
+        s.expected_tools = vec!["search".into()];
+        let mut t = Tracker::new(&s, t0);
+        assert_eq!(
+            t.tools_listed(surface(&["echo"])),
+            None,
+            "nothing to compare"
+        );
+        assert!(t.evidence(t0).tools_missing);
+        assert_eq!(t.status().tools_missing, ["search"]);
+        let d = t
+            .tools_listed(surface(&["echo", "search"]))
+            .expect("a change");
+        assert_eq!(d.added, ["search"]);
+        assert!(!t.evidence(t0).tools_missing);
+        assert!(kinds(&t).contains(&"tools_changed"));
+        assert_eq!(
+            t.tools_listed(surface(&["echo", "search"])),
+            None,
+            "same again"
+        );
     }
 
     #[test]

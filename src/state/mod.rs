@@ -66,8 +66,8 @@ pub enum Event {
         era: Era,
         /// Who the server says it is.
         info: ServerInfo,
-        /// Tool names, if `tools/list` answered.
-        tools: Option<Vec<String>>,
+        /// The tool surface, if `tools/list` answered.
+        tools: Option<crate::transport::tools::ToolSurface>,
         /// Spawn or connect plus handshake.
         handshake: Duration,
         /// Whether the tools include the configured health tool.
@@ -99,6 +99,13 @@ pub enum Event {
     },
     /// A sample of the stdio process tree.
     Process(ProcessSample),
+    /// The tools were listed again (on `list_changed` or `tools_interval`).
+    Tools {
+        /// The new listing.
+        tools: crate::transport::tools::ToolSurface,
+        /// Whether it includes the configured health tool.
+        health_check: bool,
+    },
     /// When the session's credentials expire (sent when it changes).
     Credentials(Option<crate::transport::Credentials>),
     /// Progress notifications collected from the session.

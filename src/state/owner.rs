@@ -236,7 +236,10 @@ impl Owner {
                     info.version.clone(),
                 ]));
                 series.session_start = Some(unix_now());
-                let count = tools.as_ref().map(Vec::len);
+                let count = tools.as_ref().map(|t| t.tools.len());
+                if let Some(surface) = tools {
+                    record_tools(id, t, series, surface);
+                }
                 tracing::info!(
                     server = %id,
                     era = ?era,
@@ -247,7 +250,15 @@ impl Owner {
                     handshake_ms = handshake.as_millis() as u64,
                     "session opened"
                 );
-                t.session_opened(era, info, count, handshake, now)
+                t.session_opened(era, info, handshake, now)
+            }
+            Event::Tools {
+                tools,
+                health_check,
+            } => {
+                series.health_check_present = health_check;
+                record_tools(id, t, series, tools);
+                t.tick(now)
             }
             Event::Down {
                 reason,
@@ -403,6 +414,21 @@ fn probe_kinds(spec: &ServerSpec) -> Vec<ProbeKind> {
         kinds.push(ProbeKind::Tool);
     }
     kinds
+}
+
+/// Take a tool listing: count a changed surface and log what changed.
+fn record_tools(
+    id: &str,
+    t: &mut Tracker,
+    series: &mut Series,
+    surface: crate::transport::tools::ToolSurface,
+) {
+    let invalid = surface.tools.iter().filter(|x| x.problem.is_some()).count();
+    if let Some(diff) = t.tools_listed(surface) {
+        series.tools_changes += 1;
+        tracing::info!(server = %id, changes = %diff, "tool surface changed");
+    }
+    series.tools_invalid = invalid;
 }
 
 /// The reasons a session of this transport can be rebuilt for.

@@ -148,6 +148,10 @@ pub struct Series {
     pub child_rss: Option<u64>,
     /// Unix time the credentials expire, and whether mcpmon refreshes them.
     pub token_expiry: Option<(f64, bool)>,
+    /// Tool surface changes seen (listings whose hash differed).
+    pub tools_changes: u64,
+    /// Listed tools that break the spec's rules.
+    pub tools_invalid: usize,
 }
 
 impl Series {

@@ -26,6 +26,7 @@ pub fn spec(id: &str) -> ServerSpec {
         protocol: Protocol::Auto,
         tool_probes: vec![],
         expanded: vec![],
+        expected_tools: vec![],
     }
 }
 
@@ -81,7 +82,7 @@ pub fn opened() -> Event {
             name: "demo".into(),
             version: "1".into(),
         },
-        tools: Some(vec![]),
+        tools: Some(crate::transport::tools::ToolSurface::from_json([])),
         handshake: Duration::from_millis(2),
         health_check: false,
     }

@@ -100,6 +100,8 @@ pub enum Reason {
     /// The server asked to be called less (429, or 503 with `Retry-After`):
     /// it is there, so degraded, never unhealthy on that account alone.
     Throttled,
+    /// A tool named in `expected_tools` is not listed.
+    ToolsMissing,
     /// The server sent requests faster than a client can be asked to serve
     /// them; the session was dropped.
     RequestFlood,
@@ -115,7 +117,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Reason; 21] = [
+    pub const ALL: [Reason; 22] = [
         Reason::Starting,
         Reason::Ok,
         Reason::Slow,
@@ -132,6 +134,7 @@ impl Reason {
         Reason::Unauthenticated,
         Reason::Forbidden,
         Reason::Throttled,
+        Reason::ToolsMissing,
         Reason::RequestFlood,
         Reason::HealthCheckDegraded,
         Reason::HealthCheckUnhealthy,
@@ -158,6 +161,7 @@ impl Reason {
             Reason::Unauthenticated => "unauthenticated",
             Reason::Forbidden => "forbidden",
             Reason::Throttled => "throttled",
+            Reason::ToolsMissing => "tools_missing",
             Reason::RequestFlood => "request_flood",
             Reason::HealthCheckDegraded => "health_check_degraded",
             Reason::HealthCheckUnhealthy => "health_check_unhealthy",
@@ -362,6 +366,8 @@ pub struct Evidence {
     pub health_check_failed: bool,
     /// The latest answer was a throttle (429), and nothing has been served since.
     pub throttled: bool,
+    /// A tool in `expected_tools` is missing from the latest listing.
+    pub tools_missing: bool,
 }
 
 /// A proposed state and why; `definitive` skips hysteresis.
@@ -466,6 +472,9 @@ pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
     }
     if e.throttled {
         j = j.worst(Judgement::new(State::Degraded, Reason::Throttled));
+    }
+    if e.tools_missing {
+        j = j.worst(Judgement::new(State::Degraded, Reason::ToolsMissing));
     }
     let w = &e.window;
     if let (Some(median), Some(latest)) = (w.median_latency, w.latest_latency) {
@@ -621,6 +630,7 @@ mod tests {
             reported: None,
             health_check_failed: false,
             throttled: false,
+            tools_missing: false,
         }
     }
 
@@ -641,6 +651,13 @@ mod tests {
         let mut e = healthy_evidence();
         e.link = Link::Down(Reason::Throttled);
         assert_eq!(judged(e), (State::Degraded, Reason::Throttled, true));
+    }
+
+    #[test]
+    fn a_missing_expected_tool_is_degraded() {
+        let mut e = healthy_evidence();
+        e.tools_missing = true;
+        assert_eq!(judged(e), (State::Degraded, Reason::ToolsMissing, false));
     }
 
     #[test]

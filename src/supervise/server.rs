@@ -211,7 +211,7 @@ impl Supervisor {
             }
         };
         let tool = &self.spec.settings.health_check_tool;
-        let has_health = tools.as_ref().is_some_and(|t| t.iter().any(|n| n == tool));
+        let has_health = tools.as_ref().is_some_and(|t| t.names().any(|n| n == tool));
         self.send(Event::Opened {
             era: session.era(),
             info: session.info().clone(),
@@ -223,7 +223,12 @@ impl Supervisor {
         has_health
     }
 
-    async fn probe_loop(&mut self, session: &dyn Session, has_health: bool, number: u64) -> End {
+    async fn probe_loop(
+        &mut self,
+        session: &dyn Session,
+        mut has_health: bool,
+        number: u64,
+    ) -> End {
         let spec = self.spec.clone();
         let s = &spec.settings;
         let live_kind = probe::liveness::kind(session.era());
@@ -237,6 +242,11 @@ impl Supervisor {
         ping_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut hc_tick = tokio::time::interval(s.health_check_interval.0);
         hc_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // The session's opening listed the tools; list again after an interval.
+        let mut tools_tick =
+            tokio::time::interval_at(Instant::now() + s.tools_interval.0, s.tools_interval.0);
+        tools_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut listing: Option<BoxFuture<'_, _>> = None;
         // /proc and progress are read at least once a second while they
         // matter: "stopped", "busy" and "stuck" must not wait for a ping.
         let mut evidence_tick =
@@ -325,6 +335,23 @@ impl Supervisor {
                     self.send(Event::Probe { outcome, was_late }).await;
                     if let Some(refused) = lost {
                         return link_lost(session, detail, refused).await;
+                    }
+                }
+                _ = tools_tick.tick(), if listing.is_none() => {
+                    listing = Some(session.list_tools(s.request_timeout.0));
+                }
+                _ = session.tools_changed(), if listing.is_none() => {
+                    listing = Some(session.list_tools(s.request_timeout.0));
+                }
+                listed = async { listing.as_mut().expect("guarded").await }, if listing.is_some() => {
+                    listing = None;
+                    match listed {
+                        Ok(tools) => {
+                            has_health = tools.names().any(|n| n == s.health_check_tool);
+                            self.send(Event::Tools { tools, health_check: has_health }).await;
+                        }
+                        // Liveness judges the session; a failed listing is only not news.
+                        Err(e) => debug!(error = %e, "tools/list failed"),
                     }
                 }
                 _ = hc_tick.tick(), if has_health => {

@@ -183,8 +183,11 @@ impl Session for FakeSession {
         Box::pin(self.reply(r, timeout))
     }
 
-    fn list_tools(&self, _timeout: Duration) -> BoxFuture<'_, Result<Vec<String>, RequestError>> {
-        Box::pin(async { Ok(Vec::new()) })
+    fn list_tools(
+        &self,
+        _timeout: Duration,
+    ) -> BoxFuture<'_, Result<super::tools::ToolSurface, RequestError>> {
+        Box::pin(async { Ok(super::tools::ToolSurface::from_json([])) })
     }
 
     fn call_tool(&self, call: ToolCall) -> BoxFuture<'_, Result<CallToolResult, ToolCallError>> {

@@ -19,6 +19,7 @@ pub mod lean_ping;
 pub mod oauth2;
 pub mod procstat;
 pub mod session;
+pub mod tools;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -205,8 +206,16 @@ pub trait Session: Send + Sync {
     fn info(&self) -> &ServerInfo;
     /// The era's liveness request (`ping` or `server/discover`).
     fn liveness(&self, timeout: Duration) -> BoxFuture<'_, Result<Duration, RequestError>>;
-    /// Tool names, following pagination, bounded.
-    fn list_tools(&self, timeout: Duration) -> BoxFuture<'_, Result<Vec<String>, RequestError>>;
+    /// The tool surface, following pagination, bounded.
+    fn list_tools(
+        &self,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<tools::ToolSurface, RequestError>>;
+    /// Resolves when the server announces its tool list changed
+    /// (`notifications/tools/list_changed`).
+    fn tools_changed(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
     /// Call a tool. With `progress_resets`, each progress notification of
     /// the call pushes `timeout` back, never past `max`; on expiry the call
     /// is cancelled the way the era requires and the session stays open.

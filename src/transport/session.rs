@@ -117,6 +117,8 @@ struct Monitor {
     activity: Arc<Activity>,
     /// Offered in a legacy `initialize`.
     legacy_version: ProtocolVersion,
+    /// Woken by `notifications/tools/list_changed`.
+    tools_changed: Arc<tokio::sync::Notify>,
 }
 
 impl ClientHandler for Monitor {
@@ -134,6 +136,15 @@ impl ClientHandler for Monitor {
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
         self.activity.note_progress(&params.progress_token);
+        std::future::ready(())
+    }
+
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        // Stored if nobody waits yet: the next wait returns at once.
+        self.tools_changed.notify_one();
         std::future::ready(())
     }
 }
@@ -240,6 +251,7 @@ impl RmcpSession {
         let handler = Monitor {
             activity: activity.clone(),
             legacy_version,
+            tools_changed: Arc::default(),
         };
         let flood = Arc::new(Flood::default());
         let flooded = |phase| OpenError {
@@ -454,8 +466,8 @@ impl RmcpSession {
         }
     }
 
-    async fn tools(&self, timeout: Duration) -> Result<Vec<String>, RequestError> {
-        let mut names = Vec::new();
+    async fn tools(&self, timeout: Duration) -> Result<super::tools::ToolSurface, RequestError> {
+        let mut names: Vec<serde_json::Value> = Vec::new();
         let mut cursor = None;
         for _ in 0..MAX_TOOL_PAGES {
             let params = cursor
@@ -469,7 +481,11 @@ impl RmcpSession {
             let ServerResult::ListToolsResult(page) = self.request(request, timeout).await? else {
                 return Err(RequestError::Unexpected);
             };
-            names.extend(page.tools.into_iter().map(|t| truncate(&t.name, 128)));
+            names.extend(
+                page.tools
+                    .into_iter()
+                    .map(|t| serde_json::to_value(t).unwrap_or_default()),
+            );
             if names.len() >= MAX_TOOLS {
                 names.truncate(MAX_TOOLS);
                 break;
@@ -479,7 +495,7 @@ impl RmcpSession {
                 _ => break,
             }
         }
-        Ok(names)
+        Ok(super::tools::ToolSurface::from_json(names))
     }
 
     async fn tool_call(&self, call: ToolCall) -> Result<CallToolResult, ToolCallError> {
@@ -546,8 +562,15 @@ impl Session for RmcpSession {
         Box::pin(self.liveness_request(timeout))
     }
 
-    fn list_tools(&self, timeout: Duration) -> BoxFuture<'_, Result<Vec<String>, RequestError>> {
+    fn list_tools(
+        &self,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<super::tools::ToolSurface, RequestError>> {
         Box::pin(self.tools(timeout))
+    }
+
+    fn tools_changed(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.service.service().tools_changed.notified())
     }
 
     fn call_tool(&self, call: ToolCall) -> BoxFuture<'_, Result<CallToolResult, ToolCallError>> {

@@ -21,6 +21,11 @@ ISSUE_TOKENS=id:secret:seconds makes the gate an OAuth 2.0 authorization
 server too: POST /token with client credentials (HTTP Basic) issues tokens
 that expire after that many seconds, and only unexpired ones are accepted.
 
+EXTRA_TOOLS_FILE names a file read at start: one more `echo`-like tool per
+line (a redeploy that changes the tool surface). The `grow` tool adds a
+tool named `grown` while running and announces it with
+`notifications/tools/list_changed`.
+
 THROTTLE_FILE makes it throttle: while that file exists, every request is
 answered 429 with its content as `Retry-After`, and each throttled POST
 adds a line to the file's name plus `.log`.
@@ -32,8 +37,10 @@ import sys
 import time
 
 try:  # mcp 2.x
+    from mcp.server.mcpserver import Context
     from mcp.server.mcpserver import MCPServer as Server
 except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import Context
     from mcp.server.fastmcp import FastMCP as Server
 
 STARTED = time.time()
@@ -83,6 +90,28 @@ async def block(seconds: float) -> str:
 def echo(text: str) -> str:
     """Echo the text back."""
     return text
+
+
+def _extra(text: str) -> str:
+    """An extra tool of this deployment."""
+    return text
+
+
+for _name in (
+    open(os.environ["EXTRA_TOOLS_FILE"]).read().split()
+    if os.path.exists(os.environ.get("EXTRA_TOOLS_FILE", "/nonexistent"))
+    else []
+):
+    mcp.add_tool(_extra, name=_name)
+
+
+@mcp.tool()
+async def grow(ctx: Context) -> str:
+    """Add the tool `grown` and tell the client the list changed."""
+    if not any(t.name == "grown" for t in await mcp.list_tools()):
+        mcp.add_tool(_extra, name="grown")
+    await ctx.session.send_tool_list_changed()
+    return "grown"
 
 
 def gate(app, token_file, throttle_file, issuer, port: int):

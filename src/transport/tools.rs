@@ -1,0 +1,283 @@
+//! A server's tool surface as a monitor sees it: every tool's name, input
+//! and output schema and annotations in a canonical form (sorted keys, tools
+//! sorted by name), hashed, so a deploy that silently drops or changes a
+//! tool shows up as a different hash and a named difference. Names and
+//! input schemas are checked against the spec's rules on the way in.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::truncate;
+
+/// One tool, as compared between listings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolInfo {
+    /// Its name (truncated and defused like every server string).
+    pub name: String,
+    /// SHA-256 of its canonical form, hex.
+    pub digest: String,
+    /// Why it breaks the spec's rules, if it does.
+    pub problem: Option<String>,
+}
+
+/// Every tool a server lists, sorted by name, and the hash of them all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolSurface {
+    /// The tools, sorted by name.
+    pub tools: Vec<ToolInfo>,
+    /// `sha256:` and the hex SHA-256 of the canonical list.
+    pub hash: String,
+}
+
+/// How a surface differs from the one before.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolDiff {
+    /// Listed now, not before.
+    pub added: Vec<String>,
+    /// Listed before, not now.
+    pub removed: Vec<String>,
+    /// Listed in both, with another schema or annotations.
+    pub changed: Vec<String>,
+}
+
+impl ToolDiff {
+    /// Whether nothing differs.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+impl std::fmt::Display for ToolDiff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut first = true;
+        for (what, names) in [
+            ("added", &self.added),
+            ("removed", &self.removed),
+            ("changed", &self.changed),
+        ] {
+            if names.is_empty() {
+                continue;
+            }
+            if !first {
+                f.write_str("; ")?;
+            }
+            first = false;
+            write!(f, "{what}: {}", names.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+impl ToolSurface {
+    /// The surface of tools given as the JSON the server sent (`name`,
+    /// `inputSchema`, `outputSchema`, `annotations`; other fields, such as
+    /// descriptions, do not count).
+    pub fn from_json(tools: impl IntoIterator<Item = Value>) -> ToolSurface {
+        let mut all: Vec<(String, String, ToolInfo)> = tools
+            .into_iter()
+            .map(|t| {
+                let raw_name = t["name"].as_str().unwrap_or_default().to_owned();
+                let mut canonical_tool = String::new();
+                let mut part = serde_json::Map::new();
+                for key in ["name", "inputSchema", "outputSchema", "annotations"] {
+                    if let Some(v) = t.get(key).filter(|v| !v.is_null()) {
+                        part.insert(key.to_owned(), v.clone());
+                    }
+                }
+                canonical(&Value::Object(part), &mut canonical_tool);
+                let digest = hex(&Sha256::digest(canonical_tool.as_bytes()));
+                let info = ToolInfo {
+                    name: truncate(&raw_name, 128),
+                    digest,
+                    problem: problem(&raw_name, t.get("inputSchema")),
+                };
+                (raw_name, canonical_tool, info)
+            })
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        let mut hasher = Sha256::new();
+        for (_, c, _) in &all {
+            hasher.update(c.as_bytes());
+            hasher.update(b"\n");
+        }
+        ToolSurface {
+            hash: format!("sha256:{}", hex(&hasher.finalize())),
+            tools: all.into_iter().map(|(_, _, i)| i).collect(),
+        }
+    }
+
+    /// The tool names.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().map(|t| t.name.as_str())
+    }
+
+    /// What changed from `before` to this one.
+    pub fn diff(&self, before: &ToolSurface) -> ToolDiff {
+        let find = |s: &ToolSurface, name: &str| s.tools.iter().find(|t| t.name == name).cloned();
+        let mut d = ToolDiff::default();
+        for t in &self.tools {
+            match find(before, &t.name) {
+                None => d.added.push(t.name.clone()),
+                Some(old) if old.digest != t.digest => d.changed.push(t.name.clone()),
+                Some(_) => {}
+            }
+        }
+        for t in &before.tools {
+            if find(self, &t.name).is_none() {
+                d.removed.push(t.name.clone());
+            }
+        }
+        d
+    }
+}
+
+/// JSON with object keys sorted at every level: the same tool always
+/// hashes the same, whatever order the server wrote its keys in.
+fn canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                canonical(&m[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(x, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// Why a tool breaks the spec's rules: a name of 1 to 128 characters from
+/// `A-Za-z0-9_.-`, and an input schema that is a JSON Schema object
+/// (`type: object`, `properties` an object, `required` a list of names).
+fn problem(name: &str, input_schema: Option<&Value>) -> Option<String> {
+    let name_ok = (1..=128).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !name_ok {
+        return Some("name is not 1-128 characters of A-Za-z0-9_.-".to_owned());
+    }
+    let Some(Value::Object(schema)) = input_schema else {
+        return Some("inputSchema is not a JSON object".to_owned());
+    };
+    if schema.get("type") != Some(&Value::String("object".into())) {
+        return Some("inputSchema type is not \"object\"".to_owned());
+    }
+    if schema.get("properties").is_some_and(|p| !p.is_object()) {
+        return Some("inputSchema properties is not an object".to_owned());
+    }
+    if let Some(r) = schema.get("required") {
+        let names = r.as_array().is_some_and(|a| a.iter().all(Value::is_string));
+        if !names {
+            return Some("inputSchema required is not a list of names".to_owned());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, props: Value) -> Value {
+        json!({"name": name, "description": "d", "inputSchema": {"type": "object", "properties": props}})
+    }
+
+    #[test]
+    fn the_hash_ignores_order_and_descriptions_but_not_schemas() {
+        let a = ToolSurface::from_json([
+            tool("a", json!({"x": {"type": "string"}})),
+            tool("b", json!({})),
+        ]);
+        let reordered = ToolSurface::from_json([
+            json!({"inputSchema": {"properties": {}, "type": "object"}, "name": "b"}),
+            json!({"name": "a", "description": "other words", "inputSchema": {"properties": {"x": {"type": "string"}}, "type": "object"}}),
+        ]);
+        assert_eq!(a.hash, reordered.hash);
+        assert!(a.hash.starts_with("sha256:") && a.hash.len() == 7 + 64);
+        let changed = ToolSurface::from_json([
+            tool("a", json!({"x": {"type": "integer"}})),
+            tool("b", json!({})),
+        ]);
+        assert_ne!(a.hash, changed.hash);
+        assert_eq!(a.names().collect::<Vec<_>>(), ["a", "b"]);
+    }
+
+    #[test]
+    fn differences_are_named() {
+        let before = ToolSurface::from_json([
+            tool("keep", json!({})),
+            tool("gone", json!({})),
+            tool("edit", json!({})),
+        ]);
+        let after = ToolSurface::from_json([
+            tool("keep", json!({})),
+            tool("edit", json!({"y": {}})),
+            tool("new", json!({})),
+        ]);
+        let d = after.diff(&before);
+        assert_eq!(d.added, ["new"]);
+        assert_eq!(d.removed, ["gone"]);
+        assert_eq!(d.changed, ["edit"]);
+        assert_eq!(d.to_string(), "added: new; removed: gone; changed: edit");
+        assert!(after.diff(&after).is_empty());
+    }
+
+    #[test]
+    fn names_and_input_schemas_are_checked() {
+        let s = ToolSurface::from_json([
+            tool("ok.tool-1_a", json!({})),
+            tool("has space", json!({})),
+            tool("", json!({})),
+            json!({"name": "untyped", "inputSchema": {"properties": {}}}),
+            json!({"name": "badprops", "inputSchema": {"type": "object", "properties": []}}),
+            json!({"name": "badreq", "inputSchema": {"type": "object", "required": [1]}}),
+            json!({"name": "noschema"}),
+        ]);
+        let bad: Vec<&str> = s
+            .tools
+            .iter()
+            .filter(|t| t.problem.is_some())
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(
+            bad,
+            ["", "badprops", "badreq", "has space", "noschema", "untyped"]
+        );
+        assert!(
+            s.tools
+                .iter()
+                .any(|t| t.name == "ok.tool-1_a" && t.problem.is_none())
+        );
+        let long = "x".repeat(129);
+        assert!(problem(&long, Some(&json!({"type": "object"}))).is_some());
+    }
+}
