@@ -145,6 +145,7 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
                 timeout: s.request_timeout.0,
                 max: s.request_timeout.0,
                 progress_resets: false,
+                traceparent: Some(probe::trace::new().traceparent),
             })
             .await;
         let took = start.elapsed();

@@ -25,7 +25,7 @@ fn check_config(file: &str) -> (i32, String, String) {
 const TUNABLES: &str = "`ping_interval`, `ping_timeout`, `connect_timeout`, `request_timeout`, \
 `max_request_timeout`, `session_idle_limit`, \
 `health_check_interval`, `health_check_timeout`, `health_check_tool`, `health_check_arguments`, \
-`health_check_max_fields`, `stuck_after`, `window`, `rise`, `fall`, `healthy_max_error_ratio`, \
+`health_check_max_fields`, `tools_interval`, `stuck_after`, `window`, `rise`, `fall`, `healthy_max_error_ratio`, \
 `healthy_max_latency`, `degraded_max_error_ratio`, `degraded_max_latency`, `backoff_initial`, \
 `backoff_max`, `backoff_reset_after`, `protocol`";
 

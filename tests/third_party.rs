@@ -682,3 +682,60 @@ async fn tool_surface_changes_are_seen_named_and_counted() {
     );
     mon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_checks_carry_a_w3c_traceparent_the_server_can_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let traces = dir.path().join("traces");
+    let script = python_server();
+    let mut found = Vec::new();
+    for era in ["legacy", "modern"] {
+        let mark = marker(&format!("trace-{era}"));
+        let yaml = format!(
+            "{FAST_GLOBAL}servers:\n  - id: traced\n    transport: stdio\n    command: {:?}\n    \
+             args: [{:?}, stdio]\n    env: {{MCPMON_TEST_MARKER: {mark:?}, TRACE_FILE: {:?}}}\n",
+            python(era),
+            script.to_str().expect("utf-8"),
+            traces.to_str().expect("utf-8"),
+        );
+        let _ = std::fs::remove_file(&traces);
+        let mon = Monitor::start(&yaml).await;
+        let start = std::time::Instant::now();
+        let lines = loop {
+            let lines: Vec<String> = std::fs::read_to_string(&traces)
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            if lines.len() >= 2 {
+                break lines;
+            }
+            assert!(
+                start.elapsed() < SLOW_START,
+                "{era}: health_check not called"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        mon.stop().await;
+        for tp in &lines {
+            let parts: Vec<&str> = tp.split('-').collect();
+            let hex = |s: &str, n: usize| {
+                s.len() == n
+                    && s.chars()
+                        .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+            };
+            assert!(
+                parts.len() == 4
+                    && parts[0] == "00"
+                    && hex(parts[1], 32)
+                    && hex(parts[2], 16)
+                    && parts[1] != "0".repeat(32)
+                    && parts[3] == "01",
+                "{era}: not a W3C traceparent: {tp:?}"
+            );
+        }
+        assert_ne!(lines[0], lines[1], "{era}: every call has its own trace");
+        found.push(era);
+    }
+    assert_eq!(found, ["legacy", "modern"]);
+}

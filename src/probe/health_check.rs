@@ -34,12 +34,14 @@ pub async fn run(
     deadline: Duration,
 ) -> ProbeOutcome {
     let start = Instant::now();
+    let trace = super::trace::new();
     let call = ToolCall {
         name: spec.tool.to_owned(),
         arguments: spec.arguments.clone().into_iter().collect(),
         timeout: deadline,
         max: deadline,
         progress_resets: false,
+        traceparent: Some(trace.traceparent),
     };
     let result = match session.call_tool(call).await {
         Ok(result) => {
@@ -55,7 +57,7 @@ pub async fn run(
                 spec.max_fields,
             )))
         }
-        Err(e) => Err(Failure::from_tool_call(&e)),
+        Err(e) => Err(Failure::from_tool_call(&e).traced(&trace.trace_id)),
     };
     ProbeOutcome {
         kind: ProbeKind::HealthCheck,

@@ -12,6 +12,7 @@
 pub mod health_check;
 pub mod liveness;
 pub mod tool;
+pub mod trace;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -161,6 +162,13 @@ impl Failure {
                 _ => None,
             },
         }
+    }
+
+    /// The failure with the probe's trace id in its detail, so the log line
+    /// and the event it ends up in lead to the server's trace.
+    pub fn traced(mut self, trace_id: &str) -> Failure {
+        self.detail = format!("{} (trace {trace_id})", self.detail);
+        self
     }
 
     /// A failed tool call, classified.

@@ -16,12 +16,14 @@ use crate::transport::{Session, ToolCall};
 /// the spec's `max_request_timeout`.
 pub async fn run(session: &dyn Session, spec: &ToolProbe, deadline: Duration) -> ProbeOutcome {
     let start = Instant::now();
+    let trace = super::trace::new();
     let call = ToolCall {
         name: spec.tool.clone(),
         arguments: spec.arguments.clone(),
         timeout: deadline,
         max: spec.max_request_timeout,
         progress_resets: true,
+        traceparent: Some(trace.traceparent),
     };
     let result = match session.call_tool(call).await {
         Ok(r) if r.is_error == Some(true) => Err(Failure {
@@ -30,9 +32,10 @@ pub async fn run(session: &dyn Session, spec: &ToolProbe, deadline: Duration) ->
             link_lost: false,
             cancelled: None,
             retry_after: None,
-        }),
+        }
+        .traced(&trace.trace_id)),
         Ok(_) => Ok(Answer::Alive),
-        Err(e) => Err(Failure::from_tool_call(&e)),
+        Err(e) => Err(Failure::from_tool_call(&e).traced(&trace.trace_id)),
     };
     ProbeOutcome {
         kind: ProbeKind::Tool,

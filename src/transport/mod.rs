@@ -256,6 +256,8 @@ pub struct ToolCall {
     pub max: Duration,
     /// Whether progress notifications push `timeout` back.
     pub progress_resets: bool,
+    /// W3C `traceparent` sent in `params._meta`.
+    pub traceparent: Option<String>,
 }
 
 /// Signs of progress a session collected.

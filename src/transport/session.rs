@@ -501,6 +501,11 @@ impl RmcpSession {
     async fn tool_call(&self, call: ToolCall) -> Result<CallToolResult, ToolCallError> {
         let mut params = CallToolRequestParams::new(call.name);
         params.arguments = Some(call.arguments);
+        if let Some(tp) = call.traceparent {
+            let mut meta = serde_json::Map::new();
+            meta.insert("traceparent".to_owned(), serde_json::Value::String(tp));
+            params.meta = Some(meta.into());
+        }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let (idle, max) = (call.timeout, call.max.max(call.timeout));
         let mut options = PeerRequestOptions::with_timeout(idle);

@@ -26,6 +26,9 @@ line (a redeploy that changes the tool surface). The `grow` tool adds a
 tool named `grown` while running and announces it with
 `notifications/tools/list_changed`.
 
+TRACE_FILE: each health_check call appends the `traceparent` it got in
+`params._meta` (or `-` for none) to that file.
+
 THROTTLE_FILE makes it throttle: while that file exists, every request is
 answered 429 with its content as `Retry-After`, and each throttled POST
 adds a line to the file's name plus `.log`.
@@ -53,6 +56,19 @@ SHAPE = os.environ.get("HEALTH_SHAPE", "dict")
 STATUS = os.environ.get("HEALTH_STATUS", "healthy")
 
 
+def note_trace(ctx) -> None:
+    path = os.environ.get("TRACE_FILE")
+    if not path:
+        return
+    meta = getattr(ctx.request_context, "meta", None)
+    if isinstance(meta, dict):
+        tp = meta.get("traceparent")
+    else:
+        tp = (getattr(meta, "model_extra", None) or {}).get("traceparent")
+    with open(path, "a") as f:
+        f.write(f"{tp or '-'}\n")
+
+
 def report() -> dict:
     CALLS["n"] += 1
     return {
@@ -66,16 +82,18 @@ def report() -> dict:
 if SHAPE == "dict":
 
     @mcp.tool()
-    def health_check() -> dict:
+    def health_check(ctx: Context) -> dict:
         """Report this server's health."""
+        note_trace(ctx)
         return report()
 
 else:
     # FastMCP wraps a `str` return as structuredContent {"result": "..."}.
 
     @mcp.tool()
-    def health_check() -> str:
+    def health_check(ctx: Context) -> str:
         """Report this server's health."""
+        note_trace(ctx)
         return json.dumps(report()) if SHAPE == "json" else STATUS
 
 
