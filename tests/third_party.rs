@@ -435,6 +435,10 @@ async fn credentials_are_judged_apart_from_reachability() {
         )),
         "the challenge is shown: {detail}"
     );
+    assert!(
+        detail.contains(&format!("authorization servers: http://127.0.0.1:{port}")),
+        "the protected-resource metadata is read: {detail}"
+    );
     let v = mon.wait_status("readonly", "unhealthy", SLOW_START).await;
     assert_eq!(v["reason"], "forbidden", "{v}");
     mon.wait_status("granted", "healthy", SLOW_START).await;
@@ -459,6 +463,33 @@ async fn credentials_are_judged_apart_from_reachability() {
         assert!(!body.contains("gate-s3cret"), "a token leaked: {body}");
     }
     assert!(!mon.log_text().contains("gate-s3cret"), "a token leaked");
+
+    // `mcpmon probe` sends the token named after the URL, and reads refusals
+    // the same way.
+    std::fs::write(&token_file, "gate-s3cret").expect("write");
+    let probe = |with_token: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcpmon"));
+        cmd.args(["probe", &gate.url, "--output", "json", "--pings", "1"])
+            .env("GATE_TOKEN", "gate-s3cret");
+        if with_token {
+            cmd.args(["--bearer-token-env", "GATE_TOKEN"]);
+        }
+        let out = cmd.output().expect("probe");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let v: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert!(!text.contains("gate-s3cret"), "{text}");
+        (out.status.code(), v)
+    };
+    let (code, v) = probe(true);
+    assert_eq!(
+        (code, &v["state"]),
+        (Some(0), &serde_json::json!("healthy")),
+        "{v}"
+    );
+    let (code, v) = probe(false);
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(v["reason"], "unauthenticated", "{v}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -152,10 +152,11 @@ impl Supervisor {
                 Ok(session) => {
                     sessions += 1;
                     era_hint = Some(session.era());
-                    let has_health = self.opened(session.as_ref(), started).await;
+                    let (has_health, ttl) = self.opened(session.as_ref(), started).await;
                     let opened_at = Instant::now();
+                    let relist = relist_after(ttl, &self.spec.settings);
                     let end = self
-                        .probe_loop(session.as_ref(), has_health, sessions)
+                        .probe_loop(session.as_ref(), has_health, relist, sessions)
                         .await;
                     session.close(CLOSE_GRACE).await;
                     match end {
@@ -196,8 +197,8 @@ impl Supervisor {
     }
 
     /// List the tools of a new session and report it open; returns whether
-    /// the health tool is listed.
-    async fn opened(&self, session: &dyn Session, started: Instant) -> bool {
+    /// the health tool is listed, and how long the listing stays fresh.
+    async fn opened(&self, session: &dyn Session, started: Instant) -> (bool, Option<Duration>) {
         let handshake = started.elapsed();
         let tools = match session
             .list_tools(self.spec.settings.request_timeout.0)
@@ -212,6 +213,7 @@ impl Supervisor {
         };
         let tool = &self.spec.settings.health_check_tool;
         let has_health = tools.as_ref().is_some_and(|t| t.names().any(|n| n == tool));
+        let ttl = tools.as_ref().and_then(|t| t.ttl);
         self.send(Event::Opened {
             era: session.era(),
             info: session.info().clone(),
@@ -220,13 +222,14 @@ impl Supervisor {
             health_check: has_health,
         })
         .await;
-        has_health
+        (has_health, ttl)
     }
 
     async fn probe_loop(
         &mut self,
         session: &dyn Session,
         mut has_health: bool,
+        relist: Duration,
         number: u64,
     ) -> End {
         let spec = self.spec.clone();
@@ -242,10 +245,9 @@ impl Supervisor {
         ping_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut hc_tick = tokio::time::interval(s.health_check_interval.0);
         hc_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        // The session's opening listed the tools; list again after an interval.
-        let mut tools_tick =
-            tokio::time::interval_at(Instant::now() + s.tools_interval.0, s.tools_interval.0);
-        tools_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // The session's opening listed the tools; list again when that
+        // listing goes stale.
+        let mut tools_due = Instant::now() + relist;
         let mut listing: Option<BoxFuture<'_, _>> = None;
         // /proc and progress are read at least once a second while they
         // matter: "stopped", "busy" and "stuck" must not wait for a ping.
@@ -337,7 +339,7 @@ impl Supervisor {
                         return link_lost(session, detail, refused).await;
                     }
                 }
-                _ = tools_tick.tick(), if listing.is_none() => {
+                _ = tokio::time::sleep_until(tools_due), if listing.is_none() => {
                     listing = Some(session.list_tools(s.request_timeout.0));
                 }
                 _ = session.tools_changed(), if listing.is_none() => {
@@ -347,11 +349,15 @@ impl Supervisor {
                     listing = None;
                     match listed {
                         Ok(tools) => {
+                            tools_due = Instant::now() + relist_after(tools.ttl, s);
                             has_health = tools.names().any(|n| n == s.health_check_tool);
                             self.send(Event::Tools { tools, health_check: has_health }).await;
                         }
                         // Liveness judges the session; a failed listing is only not news.
-                        Err(e) => debug!(error = %e, "tools/list failed"),
+                        Err(e) => {
+                            tools_due = Instant::now() + s.tools_interval.0;
+                            debug!(error = %e, "tools/list failed");
+                        }
                     }
                 }
                 _ = hc_tick.tick(), if has_health => {
@@ -426,6 +432,19 @@ impl Supervisor {
 const EXIT_GRACE: Duration = Duration::from_millis(200);
 
 /// A probe saw the link die.
+/// When to list the tools again: when the server says the listing goes
+/// stale (`ttlMs`, 2026-07-28), no sooner than a ping interval (at least a
+/// second) and no later than an hour; without one, every `tools_interval`.
+pub(super) fn relist_after(ttl: Option<Duration>, s: &crate::config::Settings) -> Duration {
+    match ttl {
+        Some(ttl) => ttl.clamp(
+            s.ping_interval.0.max(Duration::from_secs(1)),
+            Duration::from_secs(3600).max(s.ping_interval.0),
+        ),
+        None => s.tools_interval.0,
+    }
+}
+
 /// Longest wait a `Retry-After` can impose: a server asking for an hour is
 /// still checked every minute.
 pub const MAX_HOLD: Duration = Duration::from_secs(60);

@@ -390,3 +390,24 @@ async fn the_busy_stuck_dead_matrix() {
         check(c, &line, h.attempts());
     }
 }
+
+#[test]
+fn tools_are_listed_again_when_the_server_says_they_go_stale() {
+    use super::server::relist_after;
+    let mut s = crate::config::Settings::default();
+    s.ping_interval.0 = Duration::from_secs(10);
+    assert_eq!(relist_after(None, &s), s.tools_interval.0);
+    assert_eq!(
+        relist_after(Some(Duration::from_secs(90)), &s),
+        Duration::from_secs(90)
+    );
+    // Never more often than pings, never less often than hourly.
+    assert_eq!(
+        relist_after(Some(Duration::ZERO), &s),
+        Duration::from_secs(10)
+    );
+    assert_eq!(
+        relist_after(Some(Duration::from_secs(86_400)), &s),
+        Duration::from_secs(3600)
+    );
+}

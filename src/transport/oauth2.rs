@@ -181,6 +181,54 @@ impl TokenSource {
     }
 }
 
+/// Deadline of the protected-resource metadata request.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a 401's RFC 9728 challenge points at: the server's protected-resource
+/// metadata, fetched only from the server's own origin (a refusal must not
+/// send mcpmon to arbitrary hosts), summarised as its authorization servers.
+pub async fn protected_resource(
+    http: &reqwest::Client,
+    server: &reqwest::Url,
+    challenge: &str,
+) -> Option<String> {
+    let at = challenge
+        .split("resource_metadata=\"")
+        .nth(1)?
+        .split('"')
+        .next()?;
+    let url = reqwest::Url::parse(at).ok()?;
+    if url.origin() != server.origin() {
+        return Some("resource metadata is on another host; not fetched".to_owned());
+    }
+    let fetched = async {
+        let mut response = http.get(url).send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.ok()? {
+            if body.len() + chunk.len() > MAX_TOKEN_RESPONSE {
+                return None;
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Some(body)
+    };
+    let body = tokio::time::timeout(METADATA_TIMEOUT, fetched)
+        .await
+        .ok()??;
+    let meta: serde_json::Value = serde_json::from_slice(&body).ok()?;
+    let servers: Vec<String> = meta["authorization_servers"]
+        .as_array()?
+        .iter()
+        .filter_map(|s| s.as_str())
+        .take(8)
+        .map(|s| super::truncate(s, 200))
+        .collect();
+    Some(format!("authorization servers: {}", servers.join(", ")))
+}
+
 /// The `exp` claim of a token that is a JWT; `None` for anything else.
 /// The signature is not checked: this is only when the token stops working.
 pub fn jwt_expiry(token: &str) -> Option<SystemTime> {
@@ -206,6 +254,23 @@ mod tests {
     fn jwt(claims: &str) -> String {
         let b = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
         format!("{}.{}.sig", b(r#"{"alg":"none"}"#), b(claims))
+    }
+
+    #[tokio::test]
+    async fn resource_metadata_is_fetched_only_from_the_server_s_origin() {
+        let http = reqwest::Client::new();
+        let server = reqwest::Url::parse("https://mcp.example/mcp").expect("url");
+        let elsewhere = "authorization required: Bearer resource_metadata=\"https://evil.example/.well-known/oauth-protected-resource\"";
+        assert_eq!(
+            protected_resource(&http, &server, elsewhere)
+                .await
+                .as_deref(),
+            Some("resource metadata is on another host; not fetched")
+        );
+        assert_eq!(
+            protected_resource(&http, &server, "Bearer realm=\"x\"").await,
+            None
+        );
     }
 
     #[test]

@@ -369,7 +369,16 @@ impl RmcpSession {
                 {
                     Ok(Ok(service)) => (service, None),
                     Ok(Err(_)) if flood.tripped() => return Err(flooded("handshake")),
-                    Ok(Err(e)) => return Err(classify_open(&e)),
+                    Ok(Err(e)) => {
+                        let mut refused = classify_open(&e);
+                        if refused.failure == LinkFailure::Unauthenticated
+                            && let Some(found) =
+                                super::oauth2::protected_resource(http, url, &refused.detail).await
+                        {
+                            refused.detail = truncate(&format!("{}; {found}", refused.detail), 600);
+                        }
+                        return Err(refused);
+                    }
                     Err(_) => {
                         return Err(OpenError {
                             failure: LinkFailure::HandshakeFailed,
@@ -468,6 +477,7 @@ impl RmcpSession {
 
     async fn tools(&self, timeout: Duration) -> Result<super::tools::ToolSurface, RequestError> {
         let mut names: Vec<serde_json::Value> = Vec::new();
+        let mut ttl = None;
         let mut cursor = None;
         for _ in 0..MAX_TOOL_PAGES {
             let params = cursor
@@ -481,6 +491,11 @@ impl RmcpSession {
             let ServerResult::ListToolsResult(page) = self.request(request, timeout).await? else {
                 return Err(RequestError::Unexpected);
             };
+            // The listing is as fresh as its stalest page.
+            if let Some(ms) = page.ttl_ms {
+                let d = Duration::from_millis(ms);
+                ttl = Some(ttl.map_or(d, |t: Duration| t.min(d)));
+            }
             names.extend(
                 page.tools
                     .into_iter()
@@ -495,7 +510,9 @@ impl RmcpSession {
                 _ => break,
             }
         }
-        Ok(super::tools::ToolSurface::from_json(names))
+        let mut surface = super::tools::ToolSurface::from_json(names);
+        surface.ttl = ttl;
+        Ok(surface)
     }
 
     async fn tool_call(&self, call: ToolCall) -> Result<CallToolResult, ToolCallError> {

@@ -29,6 +29,8 @@ pub struct ToolSurface {
     pub tools: Vec<ToolInfo>,
     /// `sha256:` and the hex SHA-256 of the canonical list.
     pub hash: String,
+    /// How long the server said the listing stays fresh (`ttlMs`, 2026-07-28).
+    pub ttl: Option<std::time::Duration>,
 }
 
 /// How a surface differs from the one before.
@@ -105,6 +107,7 @@ impl ToolSurface {
         ToolSurface {
             hash: format!("sha256:{}", hex(&hasher.finalize())),
             tools: all.into_iter().map(|(_, _, i)| i).collect(),
+            ttl: None,
         }
     }
 

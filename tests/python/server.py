@@ -194,6 +194,19 @@ def gate(app, token_file, throttle_file, issuer, port: int):
             return await refuse(send, 429, retry_after, b"retry-after")
         if issuer and scope["path"] == "/token":
             return await token_endpoint(scope, receive, send)
+        if scope["path"] == "/.well-known/oauth-protected-resource":
+            doc = {
+                "resource": f"http://127.0.0.1:{port}/mcp",
+                "authorization_servers": [f"http://127.0.0.1:{port}"],
+            }
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            return await send({"type": "http.response.body", "body": json.dumps(doc).encode()})
         if not token_file and not issuer:
             return await app(scope, receive, send)
         auth = dict(scope["headers"]).get(b"authorization", b"").decode()
