@@ -97,6 +97,8 @@ pub struct Options {
     pub reload: Option<mpsc::Receiver<ReloadRequest>>,
     /// TLS and basic auth for mcpmon's own endpoints.
     pub web: web::Web,
+    /// Where the exposition is served; `/metrics` when `None`.
+    pub telemetry_path: Option<String>,
 }
 
 /// Run mcpmon on `listener` until `shutdown` resolves, then close every
@@ -153,6 +155,10 @@ pub async fn run_with(
         metrics: metrics.clone(),
         reload: options.enable_lifecycle.then(|| reload_tx.clone()),
         rendered: Default::default(),
+        telemetry_path: options
+            .telemetry_path
+            .clone()
+            .unwrap_or_else(|| "/metrics".to_owned()),
     });
     let app = options.web.protect(app);
     let web_cancel = cancel.clone();

@@ -33,6 +33,9 @@ struct Cli {
     /// DNS rebinding. /-/healthy and /-/ready answer any Host.
     #[arg(long = "web.allowed-hosts", value_delimiter = ',')]
     allowed_hosts: Vec<String>,
+    /// Path under which the Prometheus exposition is served.
+    #[arg(long = "web.telemetry-path", default_value = "/metrics", value_parser = telemetry_path)]
+    telemetry_path: String,
     /// How long writing one response may take; a client that reads slower
     /// loses its connection.
     #[arg(long = "web.write-timeout", default_value = "30s", value_parser = parse_duration)]
@@ -216,6 +219,7 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                     enable_lifecycle: cli.enable_lifecycle,
                     auto_reload: cli.auto_reload.then_some(cli.auto_reload_interval),
                     reload: Some(sighup_reloads()?),
+                    telemetry_path: Some(cli.telemetry_path.clone()),
                 };
                 mcpmon::run_with(cfg, listener, shutdown_signal(), options).await?;
                 anyhow::Ok(())
@@ -331,6 +335,21 @@ fn print_report(r: &mcpmon::oneshot::ProbeReport) {
     }
 }
 
+/// A path of its own for the exposition: absolute, and none of the others.
+fn telemetry_path(p: &str) -> Result<String, String> {
+    let taken = ["/", "/health/fleet", "/-/healthy", "/-/ready", "/-/reload"];
+    if !p.starts_with('/')
+        || p.contains(['{', '}', '*'])
+        || taken.contains(&p)
+        || p.starts_with("/health/servers/")
+    {
+        return Err(format!(
+            "{p:?} must be an absolute path of its own, such as /metrics"
+        ));
+    }
+    Ok(p.to_owned())
+}
+
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     humantime::parse_duration(s).map_err(|e| e.to_string())
 }
@@ -375,12 +394,21 @@ fn init_logging(format: LogFormat, level: &str) {
     let filter = std::env::var("RUST_LOG")
         .ok()
         .and_then(|f| EnvFilter::try_new(f).ok())
-        .or_else(|| EnvFilter::try_new(format!("{level},rmcp=warn")).ok())
+        // rmcp's transport worker logs ERROR each time a connection fails;
+        // mcpmon reports that itself, with the server id and a reason, and
+        // an unreachable server is an expected state, not an error.
+        .or_else(|| {
+            EnvFilter::try_new(format!("{level},rmcp=warn,rmcp::transport::worker=off")).ok()
+        })
         .unwrap_or_else(|| EnvFilter::new("info"));
     // Every line passes the redactor: no configured secret reaches the log,
     // whichever library wrote the line.
+    // Colour only for a terminal: a file, journald or a log shipper gets
+    // plain text.
+    use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(mcpmon::redact::Redacting(std::io::stderr));
     match format {
         LogFormat::Text => builder.init(),

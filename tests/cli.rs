@@ -293,3 +293,61 @@ fn probe_options_count_after_the_url_too() {
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["server_info"]["name"], "demo-dashed", "{v}");
 }
+
+#[test]
+fn logs_to_a_pipe_are_plain_and_an_unreachable_server_is_not_an_error() {
+    // stderr is a pipe here, as under systemd or a log shipper.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("fleet.yaml");
+    let url = format!("http://127.0.0.1:{}/mcp", free_port());
+    std::fs::write(
+        &cfg,
+        format!("{FAST_GLOBAL}servers:\n  - id: gone\n    transport: http\n    url: {url}\n"),
+    )
+    .expect("write");
+    let mut child = mcpmon()
+        .arg("--config.file")
+        .arg(&cfg)
+        .args(["--web.listen-address", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Several failed connects (backoff tops out at 1 s).
+    let mut lines = Vec::new();
+    let start = Instant::now();
+    while lines
+        .iter()
+        .filter(|l: &&String| l.contains("cannot open session"))
+        .count()
+        < 3
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{}",
+            lines.join("\n")
+        );
+        if let Ok(l) = rx.recv_timeout(Duration::from_secs(1)) {
+            lines.push(l);
+        }
+    }
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let _ = child.wait();
+    let all = lines.join("\n");
+    assert!(!all.contains('\u{1b}'), "colour codes in a pipe:\n{all}");
+    assert!(
+        !all.contains("ERROR"),
+        "an expected state logged as an error:\n{all}"
+    );
+}

@@ -404,3 +404,74 @@ async fn clients_that_never_read_cannot_take_every_connection() {
     }
     drop(hogs);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exporter_parity_gzip_telemetry_path_handler_metrics_and_no_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mon = Binary::start(&fleet(dir.path()), &["--web.telemetry-path", "/prom"]).await;
+    let base = format!("http://{}", mon.addr);
+    // This client does not decompress: the encoding is seen as sent.
+    let raw = reqwest::Client::new();
+    let r = raw
+        .get(format!("{base}/prom"))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-encoding"], "gzip");
+    let zipped = r.bytes().await.expect("body");
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&zipped[..]), &mut text)
+        .expect("gunzip");
+    assert!(text.contains("mcpmon_build_info"), "{text}");
+    assert!(
+        zipped.len() * 2 < text.len(),
+        "compressed {} of {}",
+        zipped.len(),
+        text.len()
+    );
+    // Without asking, plain text.
+    let r = raw.get(format!("{base}/prom")).send().await.expect("get");
+    assert!(r.headers().get("content-encoding").is_none());
+    // The old path is free, and health answers are never cached.
+    assert_eq!(mon.get("/metrics").await.0, 404);
+    let r = raw
+        .get(format!("{base}/health/fleet"))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.headers()["cache-control"], "no-store");
+    // Requests are counted by route, never by raw path. A scrape may be
+    // answered by a render up to a second old: wait for a fresh one.
+    let start = Instant::now();
+    let m = loop {
+        let (_, m) = mon.get("/prom").await;
+        if m.contains("mcpmon_http_requests_total") {
+            break m;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{m}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        !m.contains("handler=\"/metrics\""),
+        "raw paths never become labels"
+    );
+    assert!(
+        metric(
+            &m,
+            r#"mcpmon_http_requests_total{code="404",handler="other"}"#
+        )
+        .is_some(),
+        "{m}"
+    );
+    assert!(
+        metric(
+            &m,
+            r#"mcpmon_http_requests_total{code="200",handler="/prom"}"#
+        )
+        .is_some_and(|n| n >= 2.0),
+        "{m}"
+    );
+    assert!(m.contains(r#"mcpmon_http_request_duration_seconds_count{handler="/health/fleet"}"#));
+}

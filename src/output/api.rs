@@ -32,6 +32,8 @@ pub struct ApiState {
     pub reload: Option<tokio::sync::mpsc::Sender<ReloadRequest>>,
     /// The last `/metrics` render, shared by scrapes that arrive together.
     pub rendered: Arc<SharedRender>,
+    /// Where the exposition is served (`--web.telemetry-path`).
+    pub telemetry_path: String,
 }
 
 /// What a reload changed, as `POST /-/reload` answers it.
@@ -62,8 +64,9 @@ const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 
 /// The router with every endpoint.
 pub fn router(state: ApiState) -> Router {
+    let metrics = state.metrics.clone();
     Router::new()
-        .route("/metrics", get(metrics))
+        .route(&state.telemetry_path, get(metrics_handler))
         .route("/health/fleet", get(fleet))
         .route("/health/servers/{id}", get(server))
         .route("/-/healthy", get(|| async { "mcpmon is healthy.\n" }))
@@ -72,7 +75,52 @@ pub fn router(state: ApiState) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(deadline))
         .layer(axum::middleware::from_fn(limit_body))
+        .layer(axum::middleware::from_fn(no_store))
+        // gzip when the client asks (Prometheus does): 30 MB of text at
+        // 10 000 servers is a few MB on the wire.
+        .layer(tower_http::compression::CompressionLayer::new().gzip(true))
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                count(metrics.clone(), req, next)
+            },
+        ))
         .with_state(state)
+}
+
+/// Count and time every request by its route (never by its raw path: a
+/// scanner must not mint series) and status code.
+async fn count(
+    metrics: Arc<Metrics>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let handler = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("other", |p| p.as_str())
+        .to_owned();
+    let start = tokio::time::Instant::now();
+    let response = next.run(req).await;
+    metrics
+        .http_duration
+        .with_label_values(&[handler.as_str()])
+        .observe(start.elapsed().as_secs_f64());
+    metrics
+        .http_requests
+        .with_label_values(&[handler.as_str(), response.status().as_str()])
+        .inc();
+    response
+}
+
+/// Health answers change from one second to the next: no cache (a load
+/// balancer's or a proxy's) may keep one.
+async fn no_store(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let mut response = next.run(req).await;
+    response
+        .headers_mut()
+        .entry(header::CACHE_CONTROL)
+        .or_insert(header::HeaderValue::from_static("no-store"));
+    response
 }
 
 /// Refuse a declared body over the limit before anything reads it (no
@@ -156,7 +204,7 @@ impl SharedRender {
     }
 }
 
-async fn metrics(AxState(st): AxState<ApiState>) -> Response {
+async fn metrics_handler(AxState(st): AxState<ApiState>) -> Response {
     let arrived = tokio::time::Instant::now();
     let text = st
         .rendered

@@ -468,6 +468,10 @@ pub struct Metrics {
     /// Bumped by every change a snapshot's generation does not show, so a
     /// shared render is never reused across one.
     version: std::sync::atomic::AtomicU64,
+    /// `mcpmon_http_requests_total{handler, code}`
+    pub http_requests: prometheus::IntCounterVec,
+    /// `mcpmon_http_request_duration_seconds{handler}`
+    pub http_duration: prometheus::HistogramVec,
 }
 
 fn opts(name: &str, help: &str) -> Opts {
@@ -493,6 +497,22 @@ impl Metrics {
                 "config_last_reload_success_timestamp_seconds",
                 "Unix time of the last successful configuration load.",
             ))?,
+            http_requests: prometheus::IntCounterVec::new(
+                opts(
+                    "http_requests_total",
+                    "Requests to mcpmon's own endpoints, by route and status code.",
+                ),
+                &["handler", "code"],
+            )?,
+            http_duration: prometheus::HistogramVec::new(
+                prometheus::HistogramOpts::new(
+                    "http_request_duration_seconds",
+                    "Time to answer requests to mcpmon's own endpoints, by route.",
+                )
+                .namespace("mcpmon")
+                .buckets(vec![0.001, 0.005, 0.025, 0.1, 0.5, 2.5, 10.0]),
+                &["handler"],
+            )?,
         };
         let build = IntGaugeVec::new(
             opts("build_info", "Build of mcpmon (always 1)."),
@@ -506,6 +526,8 @@ impl Metrics {
         r.register(Box::new(m.alive_tasks.clone()))?;
         r.register(Box::new(m.config_reload_ok.clone()))?;
         r.register(Box::new(m.config_reload_time.clone()))?;
+        r.register(Box::new(m.http_requests.clone()))?;
+        r.register(Box::new(m.http_duration.clone()))?;
         // process_* (memory, fds, CPU) of mcpmon itself, read from /proc at scrape time.
         r.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
