@@ -7,5 +7,6 @@
 pub mod api;
 pub mod auth;
 pub mod metrics;
+pub mod status;
 pub mod web;
 pub mod web_config;

@@ -102,7 +102,16 @@ pub struct ServerStatus {
     /// Recent timeline, oldest first. Shared: publishing a status on every
     /// probe copies a pointer, and only a new event copies the timeline.
     pub events: Arc<VecDeque<Event>>,
+    /// The states of the last hour (and the one before it), as
+    /// (since, state), oldest first: the status page's history strip.
+    #[serde(skip)]
+    pub history: Arc<VecDeque<(SystemTime, State)>>,
 }
+
+/// Longest history kept for the status page.
+pub const HISTORY: Duration = Duration::from_secs(3600);
+/// Most state changes kept for it (a flapping server keeps its last ones).
+const HISTORY_MAX: usize = 128;
 
 /// Gathers evidence for one server.
 pub struct Tracker {
@@ -159,6 +168,7 @@ impl Tracker {
                 tools_invalid: Vec::new(),
                 health_check: None,
                 events: Arc::new(VecDeque::new()),
+                history: Arc::new(VecDeque::from([(SystemTime::now(), State::Unknown)])),
             },
             thresholds: Thresholds {
                 healthy_max_error_ratio: s.healthy_max_error_ratio,
@@ -499,6 +509,16 @@ impl Tracker {
             }
             self.status.status = t.to;
             self.status.since = SystemTime::now();
+            let history = Arc::make_mut(&mut self.status.history);
+            history.push_back((self.status.since, t.to));
+            // Keep one entry older than the hour: it is the state the hour began in.
+            while history.len() > HISTORY_MAX
+                || history.get(1).is_some_and(|(at, _)| {
+                    self.status.since.duration_since(*at).unwrap_or_default() > HISTORY
+                })
+            {
+                history.pop_front();
+            }
             let detail = self.status.detail.clone();
             self.push_event(
                 "state_changed",

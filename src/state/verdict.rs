@@ -50,7 +50,8 @@ impl State {
         }
     }
 
-    fn severity(self) -> u8 {
+    /// How bad a state is, for picking the worst of several.
+    pub fn severity(self) -> u8 {
         match self {
             State::Unknown => 0,
             State::Healthy => 1,
