@@ -1,0 +1,245 @@
+//! The load-balancer recipes of `docs/operations.md`, run on live proxies:
+//! HAProxy and nginx send traffic only to the MCP servers mcpmon judges fit,
+//! route around one it judges dead, and keep serving (fail open) when
+//! mcpmon itself is gone.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Which demo server answers an `initialize` sent to `url` ("none" if none).
+async fn who(client: &reqwest::Client, url: &str) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"lb-test","version":"1"}}}"#;
+    let sent = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body)
+        .send()
+        .await;
+    let text = match sent {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    ["demo-s1", "demo-s2"]
+        .into_iter()
+        .find(|n| text.contains(n))
+        .unwrap_or("none")
+        .to_owned()
+}
+
+/// Who answers 12 requests in a row.
+async fn answering(client: &reqwest::Client, url: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    for _ in 0..12 {
+        seen.insert(who(client, url).await);
+    }
+    seen
+}
+
+/// Wait (bounded) until exactly `want` answer.
+async fn until_answering(client: &reqwest::Client, url: &str, want: &[&str], what: &str) {
+    let want: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
+    let start = Instant::now();
+    loop {
+        let seen = answering(client, url).await;
+        if seen == want {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(40),
+            "{what}: answering {seen:?}, want {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+async fn two_backends() -> (Spawned, Spawned, Binary, tempfile::TempDir) {
+    let s1 = demo_http(&["--name", "s1"], 0).await;
+    let s2 = demo_http(&["--name", "s2"], 0).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("fleet.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{FAST_GLOBAL}servers:\n  - id: s1\n    transport: http\n    url: {}\n  \
+             - id: s2\n    transport: http\n    url: {}\n",
+            s1.url, s2.url
+        ),
+    )
+    .expect("write");
+    let mon = Binary::start(&cfg, &[]).await;
+    mon.wait_status("s1", "healthy", Duration::from_secs(20))
+        .await;
+    mon.wait_status("s2", "healthy", Duration::from_secs(20))
+        .await;
+    (s1, s2, mon, dir)
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .pool_max_idle_per_host(0)
+        .build()
+        .expect("client")
+}
+
+/// HAProxy's runtime API: `show stat`, as CSV.
+async fn haproxy_stat(socket: &std::path::Path) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::UnixStream::connect(socket)
+        .await
+        .expect("stats socket");
+    s.write_all(b"show stat\n").await.expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("read");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn haproxy_checks_each_server_through_mcpmon_and_fails_open() {
+    let (s1, mut s2, mut mon, dir) = two_backends().await;
+    let mcpmon_port = mon.addr.rsplit(':').next().expect("port").to_owned();
+    let port = free_port();
+    let socket = dir.path().join("haproxy.sock");
+    // The recipe from docs/operations.md, with fast timers.
+    let cfg = dir.path().join("haproxy.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n  maxconn 256\n  stats socket {sock}\n\
+             defaults\n  mode http\n  timeout connect 1s\n  timeout client 10s\n  timeout server 10s\n\
+             frontend fe\n  bind 127.0.0.1:{port}\n  use_backend mcp if {{ nbsrv(mcp) gt 0 }}\n  default_backend mcp_unchecked\n\
+             backend mcp\n  balance roundrobin\n  option httpchk\n  http-check send meth GET uri-lf /health/servers/%[srv_name]\n  http-check expect status 200\n  \
+             default-server check addr 127.0.0.1 port {mcpmon_port} inter 300ms fall 2 rise 2\n  \
+             server s1 127.0.0.1:{p1}\n  server s2 127.0.0.1:{p2}\n\
+             backend mcp_unchecked\n  balance roundrobin\n  retries 2\n  option redispatch\n  \
+             server s1 127.0.0.1:{p1}\n  server s2 127.0.0.1:{p2}\n",
+            sock = socket.display(),
+            p1 = s1.port,
+            p2 = s2.port,
+        ),
+    )
+    .expect("write");
+    let _proxy = third_party_http(
+        &which("haproxy"),
+        &["-f", cfg.to_str().expect("utf-8"), "-db"],
+        &[],
+        port,
+    )
+    .await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let c = client();
+    until_answering(&c, &url, &["demo-s1", "demo-s2"], "both up").await;
+
+    // s2 dies: mcpmon judges it, HAProxy takes it out, s1 carries on.
+    s2.kill().await;
+    mon.wait_status("s2", "unhealthy", Duration::from_secs(20))
+        .await;
+    until_answering(&c, &url, &["demo-s1"], "s2 taken out").await;
+
+    // mcpmon goes away: every check fails, and traffic falls back to the
+    // unchecked backend instead of stopping.
+    mon.signal(libc::SIGTERM);
+    assert!(mon.wait_exit(Duration::from_secs(15)).success());
+    let start = Instant::now();
+    while !haproxy_stat(&socket)
+        .await
+        .lines()
+        .any(|l| l.starts_with("mcp,s1,") && l.contains(",DOWN,"))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "checks never failed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        answering(&c, &url).await,
+        BTreeSet::from(["demo-s1".to_owned()]),
+        "fail open: served while mcpmon is down"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nginx_upstreams_written_from_mcpmon_route_around_a_dead_server() {
+    let (s1, mut s2, mut mon, dir) = two_backends().await;
+    let port = free_port();
+    let upstreams = dir.path().join("mcp.upstream.conf");
+    let (mcpmon_url, p1, p2) = (format!("http://{}", mon.addr), s1.port, s2.port);
+    let render = || {
+        std::process::Command::new("python3")
+            .arg(repo().join("deploy/nginx/mcpmon-upstreams.py"))
+            .args(["--mcpmon", &mcpmon_url, "--upstream", "mcp"])
+            .args(["--server", &format!("s1=127.0.0.1:{p1}")])
+            .args(["--server", &format!("s2=127.0.0.1:{p2}")])
+            .arg("--out")
+            .arg(&upstreams)
+            .status()
+            .expect("run the generator")
+            .code()
+    };
+    assert_eq!(render(), Some(0), "first write");
+    let conf = dir.path().join("nginx.conf");
+    let d = dir.path().display();
+    std::fs::write(
+        &conf,
+        format!(
+            "pid {d}/nginx.pid;\nerror_log stderr;\nevents {{ worker_connections 64; }}\n\
+             http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  \
+             fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  \
+             include {up};\n  server {{\n    listen 127.0.0.1:{port};\n    location /mcp {{\n      \
+             proxy_pass http://mcp;\n      proxy_set_header Host $http_host;\n      proxy_http_version 1.1;\n      proxy_buffering off;\n      \
+             proxy_read_timeout 300s;\n    }}\n  }}\n}}\n",
+            up = upstreams.display()
+        ),
+    )
+    .expect("write");
+    let nginx = third_party_http(
+        &which("nginx"),
+        &[
+            "-p",
+            dir.path().to_str().expect("utf-8"),
+            "-c",
+            conf.to_str().expect("utf-8"),
+            "-g",
+            "daemon off;",
+        ],
+        &[],
+        port,
+    )
+    .await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let c = client();
+    until_answering(&c, &url, &["demo-s1", "demo-s2"], "both up").await;
+    assert_eq!(render(), Some(3), "nothing changed, no reload");
+
+    s2.kill().await;
+    mon.wait_status("s2", "unhealthy", Duration::from_secs(20))
+        .await;
+    assert_eq!(render(), Some(0), "s2 written down");
+    assert!(
+        std::fs::read_to_string(&upstreams)
+            .expect("read")
+            .contains(&format!("server 127.0.0.1:{} down;", s2.port))
+    );
+    let master = nginx.child.id().expect("nginx pid") as i32;
+    unsafe {
+        libc::kill(master, libc::SIGHUP);
+    }
+    until_answering(&c, &url, &["demo-s1"], "s2 routed around").await;
+
+    // mcpmon gone: the generator leaves the last good file, nginx keeps serving.
+    mon.signal(libc::SIGTERM);
+    assert!(mon.wait_exit(Duration::from_secs(15)).success());
+    let before = std::fs::read_to_string(&upstreams).expect("read");
+    assert_eq!(render(), Some(2), "mcpmon unreachable");
+    assert_eq!(std::fs::read_to_string(&upstreams).expect("read"), before);
+    assert_eq!(
+        answering(&c, &url).await,
+        BTreeSet::from(["demo-s1".to_owned()])
+    );
+}
