@@ -99,6 +99,8 @@ pub struct Options {
     pub web: web::Web,
     /// Where the exposition is served; `/metrics` when `None`.
     pub telemetry_path: Option<String>,
+    /// More addresses serving the same endpoints.
+    pub extra_listeners: Vec<TcpListener>,
 }
 
 /// Run mcpmon on `listener` until `shutdown` resolves, then close every
@@ -162,6 +164,15 @@ pub async fn run_with(
     });
     let app = options.web.protect(app);
     let web_cancel = cancel.clone();
+    let mut extra_web = tokio::task::JoinSet::new();
+    for extra in std::mem::take(&mut options.extra_listeners) {
+        let (server, app, cancel) = (options.web.clone(), app.clone(), cancel.clone());
+        extra_web.spawn(async move {
+            if let Err(e) = server.serve(extra, app, cancel).await {
+                tracing::error!(error = %e, "web server stopped");
+            }
+        });
+    }
     let server = options.web.clone();
     let mut web = tokio::spawn(async move { server.serve(listener, app, web_cancel).await });
 
@@ -235,7 +246,11 @@ pub async fn run_with(
         .await;
     cancel.cancel();
     let _ = fleet_task.await;
-    if tokio::time::timeout(CLOSE_GRACE, web).await.is_err() {
+    let all_web = async {
+        let _ = web.await;
+        while extra_web.join_next().await.is_some() {}
+    };
+    if tokio::time::timeout(CLOSE_GRACE, all_web).await.is_err() {
         tracing::warn!("web server did not stop in time");
     }
     tracing::info!("stopped");

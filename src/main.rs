@@ -19,9 +19,9 @@ struct Cli {
     /// The fleet file (YAML).
     #[arg(long = "config.file", value_name = "FILE")]
     config_file: Option<PathBuf>,
-    /// Address for /metrics and /health.
+    /// Address for /metrics and /health; repeat it to listen on several.
     #[arg(long = "web.listen-address", default_value = "127.0.0.1:9850")]
-    listen: String,
+    listen: Vec<String>,
     /// TLS and basic auth for mcpmon's endpoints (Prometheus web config format).
     #[arg(long = "web.config.file", value_name = "FILE")]
     web_config: Option<PathBuf>,
@@ -210,16 +210,24 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                 tracing::warn!(warning = %w, "risky configuration");
             }
             runtime.block_on(async {
-                let listener = tokio::net::TcpListener::bind(&cli.listen)
-                    .await
-                    .with_context(|| format!("binding {}", cli.listen))?;
-                tracing::info!(address = %listener.local_addr()?, tls = web.tls(), "listening");
+                // Bind them all before anything starts: a taken port is an
+                // error at start, not a half-served monitor.
+                let mut listeners = Vec::new();
+                for address in &cli.listen {
+                    let listener = tokio::net::TcpListener::bind(address)
+                        .await
+                        .with_context(|| format!("binding {address}"))?;
+                    tracing::info!(address = %listener.local_addr()?, tls = web.tls(), "listening");
+                    listeners.push(listener);
+                }
+                let listener = listeners.remove(0);
                 let options = mcpmon::Options {
                     web,
                     enable_lifecycle: cli.enable_lifecycle,
                     auto_reload: cli.auto_reload.then_some(cli.auto_reload_interval),
                     reload: Some(sighup_reloads()?),
                     telemetry_path: Some(cli.telemetry_path.clone()),
+                    extra_listeners: listeners,
                 };
                 mcpmon::run_with(cfg, listener, shutdown_signal(), options).await?;
                 anyhow::Ok(())

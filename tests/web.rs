@@ -408,7 +408,23 @@ async fn clients_that_never_read_cannot_take_every_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exporter_parity_gzip_telemetry_path_handler_metrics_and_no_store() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mon = Binary::start(&fleet(dir.path()), &["--web.telemetry-path", "/prom"]).await;
+    let second = free_port().to_string();
+    let second_address = format!("127.0.0.1:{second}");
+    let mon = Binary::start(
+        &fleet(dir.path()),
+        &[
+            "--web.telemetry-path",
+            "/prom",
+            "--web.listen-address",
+            &second_address,
+        ],
+    )
+    .await;
+    // A second listen address serves the same endpoints.
+    let r = reqwest::get(format!("http://{second_address}/-/healthy"))
+        .await
+        .expect("second address");
+    assert_eq!(r.status(), 200);
     let base = format!("http://{}", mon.addr);
     // This client does not decompress: the encoding is seen as sent.
     let raw = reqwest::Client::new();
@@ -447,7 +463,11 @@ async fn exporter_parity_gzip_telemetry_path_handler_metrics_and_no_store() {
     let start = Instant::now();
     let m = loop {
         let (_, m) = mon.get("/prom").await;
-        if m.contains("mcpmon_http_requests_total") {
+        let counted = metric(
+            &m,
+            r#"mcpmon_http_requests_total{code="200",handler="/prom"}"#,
+        );
+        if m.contains(r#"code="404",handler="other""#) && counted.is_some_and(|n| n >= 2.0) {
             break m;
         }
         assert!(start.elapsed() < Duration::from_secs(10), "{m}");
