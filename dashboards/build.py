@@ -119,7 +119,31 @@ STATE_EXPR = (
 )
 
 
-def dashboard(uid, title, description, variables, panels, tags):
+# The server dashboard for the series or row a link is on, keeping time and job.
+SERVER_LINK = (
+    "/d/mcpmon-server/mcpmon-server?var-server={server}&var-job=${{job}}"
+    "&var-datasource=${{datasource}}&${{__url_time_range}}"
+)
+# p99 liveness latency above this for 10m fires McpServerPingLatencyHigh.
+LATENCY_ALERT_SECONDS = 0.5
+
+
+def server_links(label="${__field.labels.server}"):
+    return [{"title": "Server detail", "url": SERVER_LINK.format(server=label)}]
+
+
+def count_thresholds(bad_color):
+    """A count that should be zero: green at 0, `bad_color` from 1."""
+    return {
+        "unit": "none",
+        "decimals": 0,
+        "color": {"mode": "thresholds"},
+        "thresholds": {"mode": "absolute", "steps": [
+            {"color": "green", "value": None}, {"color": bad_color, "value": 1}]},
+    }
+
+
+def dashboard(uid, title, description, variables, panels, tags, links=()):
     return {
         "uid": uid,
         "title": title,
@@ -136,7 +160,7 @@ def dashboard(uid, title, description, variables, panels, tags):
         "annotations": {"list": []},
         "links": [
             {"title": "mcpmon", "type": "dashboards", "tags": ["mcpmon"], "asDropdown": True}
-        ],
+        ] + list(links),
         "panels": panels,
     }
 
@@ -146,12 +170,17 @@ def fleet():
     sel = 'job=~"$job", server=~"$server"'
     panels = []
     for state, color in [("healthy", "green"), ("degraded", "orange"), ("unhealthy", "red"), ("unknown", "text")]:
+        # Healthy is good news in any number; the others are green only at 0.
+        defaults = (
+            {"unit": "none", "decimals": 0, "color": {"mode": "fixed", "fixedColor": "green"}}
+            if state == "healthy" else count_thresholds(color)
+        )
         panels.append(
             panel(
                 L, "stat", f"Servers {state}",
                 [target(f'sum(mcpmon_fleet_servers{{job=~"$job", state="{state}"}})', instant=True)],
                 w=4, h=4,
-                fieldConfig={"defaults": {"color": {"mode": "fixed", "fixedColor": color}}, "overrides": []},
+                fieldConfig={"defaults": defaults, "overrides": []},
                 options={"reduceOptions": {"calcs": ["lastNotNull"]}, "colorMode": "background"},
             )
         )
@@ -198,6 +227,8 @@ def fleet():
             fieldConfig={"defaults": {}, "overrides": [
                 {"matcher": {"id": "byRegexp", "options": "ping.*"}, "properties": [{"id": "unit", "value": "s"}]},
                 {"matcher": {"id": "byName", "options": "since last check"}, "properties": [{"id": "unit", "value": "s"}]},
+                {"matcher": {"id": "byName", "options": "server"}, "properties": [
+                    {"id": "links", "value": server_links("${__value.raw}")}]},
             ]},
         )
     )
@@ -207,6 +238,7 @@ def fleet():
             [target(STATE_EXPR.format(s="$server"), "{{server}}")],
             w=24, h=8,
             fieldConfig={"defaults": {"mappings": STATE_MAPPING, "color": {"mode": "thresholds"},
+                                      "links": server_links(),
                                       "thresholds": {"mode": "absolute", "steps": [
                                           {"color": "text", "value": None}, {"color": "green", "value": 1},
                                           {"color": "orange", "value": 2}, {"color": "red", "value": 3}]}},
@@ -224,7 +256,7 @@ def fleet():
         panel(
             L, "timeseries", "Reconnect rate",
             [target(f"sum by (server, reason) (rate(mcpmon_reconnects_total{{{sel}}}[$__rate_interval]))", "{{server}} {{reason}}")],
-            fieldConfig={"defaults": {"unit": "ops"}, "overrides": []},
+            fieldConfig={"defaults": {"unit": "ops", "links": server_links()}, "overrides": []},
         )
     )
     panels.append(
@@ -242,7 +274,11 @@ def fleet():
         panel(
             L, "bargauge", "Slowest servers (ping p99, 5m)",
             [target(f"topk(10, mcpmon:server_ping_duration_seconds:p99_5m{{{sel}}})", "{{server}}", instant=True)],
-            fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
+            fieldConfig={"defaults": {"unit": "s", "links": server_links(), "color": {"mode": "thresholds"},
+                                      "thresholds": {"mode": "absolute", "steps": [
+                                          {"color": "green", "value": None},
+                                          {"color": "red", "value": LATENCY_ALERT_SECONDS}]}},
+                         "overrides": []},
             options={"orientation": "horizontal", "reduceOptions": {"calcs": ["lastNotNull"]}},
         )
     )
@@ -282,7 +318,7 @@ def server():
         panel(
             L, "stat", "Tools listed",
             [target(f"max(mcpmon_server_tools{{{sel}}})", instant=True)],
-            w=6, h=4,
+            w=6, h=4, fieldConfig={"defaults": {"unit": "none", "decimals": 0}, "overrides": []},
         ),
         panel(
             L, "heatmap", "Liveness latency",
@@ -295,7 +331,13 @@ def server():
                 target(f"histogram_quantile({q}, sum by (le) (rate(mcpmon_ping_duration_seconds_bucket{{{sel}}}[$__rate_interval])))", f"p{int(q * 100)}", ref)
                 for q, ref in [(0.5, "A"), (0.9, "B"), (0.99, "C")]
             ],
-            fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
+            description=f"The dashed line is where McpServerPingLatencyHigh fires (p99 over {LATENCY_ALERT_SECONDS} s for 10m).",
+            fieldConfig={"defaults": {
+                "unit": "s",
+                "custom": {"thresholdsStyle": {"mode": "dashed"}},
+                "thresholds": {"mode": "absolute", "steps": [
+                    {"color": "green", "value": None}, {"color": "red", "value": LATENCY_ALERT_SECONDS}]},
+            }, "overrides": []},
         ),
         panel(
             L, "timeseries", "Probe failures by reason",
@@ -313,7 +355,12 @@ def server():
                 target(f"histogram_quantile({q}, sum by (tool, le) (rate(mcpmon_tool_call_duration_seconds_bucket{{{sel}}}[$__rate_interval])))", f"{{{{tool}}}} p{int(q * 100)}", ref)
                 for q, ref in [(0.5, "A"), (0.99, "B")]
             ] + [target(f"sum by (tool, reason) (increase(mcpmon_tool_call_cancellations_total{{{sel}}}[$__rate_interval]))", "{{tool}} cancelled ({{reason}})", "C")],
-            fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
+            fieldConfig={"defaults": {"unit": "s"}, "overrides": [
+                # Cancellations are counts: their own axis, not seconds.
+                {"matcher": {"id": "byFrameRefID", "options": "C"}, "properties": [
+                    {"id": "unit", "value": "none"}, {"id": "decimals", "value": 0},
+                    {"id": "custom.axisPlacement", "value": "right"}]},
+            ]},
         ),
         panel(
             L, "timeseries", "Progress notification intervals",
@@ -330,6 +377,7 @@ def server():
                 target(f"changes(mcpmon_session_start_timestamp_seconds{{{sel}}}[$__rate_interval])", "opened", "A"),
                 target(f"sum by (reason) (increase(mcpmon_session_closes_total{{{sel}}}[$__rate_interval]))", "closed ({{reason}})", "B"),
             ],
+            fieldConfig={"defaults": {"unit": "none", "decimals": 0}, "overrides": []},
         ),
         panel(
             L, "timeseries", "Child CPU and memory",
@@ -338,7 +386,7 @@ def server():
                 target(f"mcpmon_child_resident_memory_bytes{{{sel}}}", "resident memory", "B"),
             ],
             description="stdio servers only: CPU and resident memory of the server's process tree.",
-            fieldConfig={"defaults": {}, "overrides": [
+            fieldConfig={"defaults": {"unit": "none", "decimals": 2}, "overrides": [
                 {"matcher": {"id": "byName", "options": "resident memory"},
                  "properties": [{"id": "unit", "value": "bytes"}, {"id": "custom.axisPlacement", "value": "right"}]},
             ]},
@@ -353,6 +401,8 @@ def server():
         "mcpmon-server", "mcpmon / Server detail",
         "One MCP server: latency, failures, health_check values, tool calls, progress, sessions, resources.",
         variables, panels, ["mcpmon", "mcp"],
+        links=[{"title": "Fleet overview", "type": "link",
+                "url": "/d/mcpmon-fleet/mcpmon-fleet?var-job=${job}&var-datasource=${datasource}&${__url_time_range}"}],
     )
 
 

@@ -411,3 +411,90 @@ servers:
     assert!(desc.contains("reason: unreachable"), "{desc}");
     mon.stop().await;
 }
+
+#[test]
+fn dashboards_link_servers_both_ways_and_say_what_their_numbers_are() {
+    let load = |f: &str| -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(repo().join("dashboards").join(f)).expect("dashboard"),
+        )
+        .expect("json")
+    };
+    let fleet = load("mcpmon-fleet.json");
+    let server = load("mcpmon-server.json");
+    let text = |v: &Value| v.to_string();
+    // Every fleet panel that shows servers one by one links to the server
+    // dashboard with that server selected.
+    for p in fleet["panels"].as_array().expect("panels") {
+        let per_server = p["targets"].as_array().expect("targets").iter().any(|t| {
+            t["expr"].as_str().is_some_and(|e| e.contains("by (server"))
+                || t["legendFormat"] == "{{server}}"
+                || t["legendFormat"]
+                    .as_str()
+                    .is_some_and(|l| l.contains("{{server}}"))
+        });
+        if per_server {
+            let links = text(&p["fieldConfig"]);
+            assert!(
+                links.contains("/d/mcpmon-server/") && links.contains("var-server="),
+                "{} has no link to the server dashboard",
+                p["title"]
+            );
+        }
+    }
+    // And back.
+    assert!(
+        text(&server["links"]).contains("/d/mcpmon-fleet/"),
+        "no way back to the fleet"
+    );
+    // Counts that should be zero are green at zero.
+    for title in ["Servers unhealthy", "Servers degraded"] {
+        let p = fleet["panels"]
+            .as_array()
+            .expect("panels")
+            .iter()
+            .find(|p| p["title"] == title)
+            .expect(title);
+        let steps = &p["fieldConfig"]["defaults"]["thresholds"]["steps"];
+        assert_eq!(steps[0]["color"], "green", "{title}");
+        assert_eq!(steps[1]["value"], 1, "{title}");
+    }
+    // Every numeric panel says its unit; the latency panel shows the alert's line.
+    for board in [&fleet, &server] {
+        for p in board["panels"].as_array().expect("panels") {
+            let kind = p["type"].as_str().unwrap_or_default();
+            let exempt = [
+                "Reason",
+                "health_check values",
+                "State",
+                "Servers",
+                "State timeline",
+                "Liveness latency",
+            ];
+            if matches!(kind, "timeseries" | "stat" | "bargauge")
+                && !exempt.contains(&p["title"].as_str().unwrap_or_default())
+            {
+                assert!(
+                    p["fieldConfig"]["defaults"]["unit"].is_string(),
+                    "{} has no unit",
+                    p["title"]
+                );
+            }
+        }
+    }
+    let latency = server["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .find(|p| p["title"] == "Liveness latency quantiles")
+        .expect("latency panel");
+    assert_eq!(
+        latency["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"],
+        0.5
+    );
+    let rules = std::fs::read_to_string(repo().join("alerts/mcpmon-alerts.yml")).expect("alerts");
+    assert!(
+        rules.contains("mcpmon:server_ping_duration_seconds:p99_5m > 0.5"),
+        "the dashboard's line must move with the alert"
+    );
+}
