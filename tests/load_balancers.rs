@@ -243,3 +243,26 @@ async fn nginx_upstreams_written_from_mcpmon_route_around_a_dead_server() {
         BTreeSet::from(["demo-s1".to_owned()])
     );
 }
+
+#[test]
+fn the_envoy_recipe_matches_envoys_own_api() {
+    // No Envoy build installs here: the recipe is checked against Envoy's
+    // API definitions instead (and a health check address must be an IP).
+    let python = repo().join("tests/python/.venv-envoy/bin/python");
+    assert!(
+        python.exists(),
+        "{} missing: run .ci/setup",
+        python.display()
+    );
+    let out = std::process::Command::new(python)
+        .arg(repo().join("tests/lb/check_envoy.py"))
+        .arg(repo().join("docs/operations.md"))
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
