@@ -274,6 +274,14 @@ impl Tracker {
         self.evaluate(now)
     }
 
+    /// Why the last connection attempt failed, while there is no session.
+    pub fn down_reason(&self) -> Option<Reason> {
+        match self.link {
+            Link::Down(Reason::Starting) | Link::Up => None,
+            Link::Down(r) => Some(r),
+        }
+    }
+
     /// Connecting failed, or the session was lost: definitive.
     pub fn link_down(&mut self, reason: Reason, detail: &str, now: Instant) -> Option<Transition> {
         let detail = self.scrub(detail);

@@ -268,7 +268,14 @@ impl Owner {
                 if was_open {
                     series.session_closes.inc(Some(reason));
                 }
-                tracing::warn!(server = %id, reason = reason.as_str(), detail = %t.scrub(&detail), "{}", if was_open { "session lost" } else { "cannot open session" });
+                // Once per change: a lost session, or a new kind of failure.
+                // Retries failing the same way are expected; they log at debug.
+                let detail = t.scrub(&detail);
+                if was_open || t.down_reason() != Some(reason) {
+                    tracing::warn!(server = %id, reason = reason.as_str(), detail = %detail, "{}", if was_open { "session lost" } else { "cannot open session" });
+                } else {
+                    tracing::debug!(server = %id, reason = reason.as_str(), detail = %detail, "cannot open session, again");
+                }
                 series.last_check = Some(unix_now());
                 t.link_down(reason, &detail, now)
             }
