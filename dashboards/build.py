@@ -235,8 +235,9 @@ def fleet():
     panels.append(
         panel(
             L, "state-timeline", "State timeline",
-            [target(STATE_EXPR.format(s="$server"), "{{server}}")],
-            w=24, h=8,
+            # The 30 worst: a fleet of thousands stays readable and cheap to draw.
+            [target(f"topk(30, {STATE_EXPR.format(s='$server')})", "{{server}}")],
+            w=24, h=8, description="The 30 servers in the worst state (unhealthy first); pick servers above to see others.",
             fieldConfig={"defaults": {"mappings": STATE_MAPPING, "color": {"mode": "thresholds"},
                                       "links": server_links(),
                                       "thresholds": {"mode": "absolute", "steps": [
@@ -255,7 +256,8 @@ def fleet():
     panels.append(
         panel(
             L, "timeseries", "Reconnect rate",
-            [target(f"sum by (server, reason) (rate(mcpmon_reconnects_total{{{sel}}}[$__rate_interval]))", "{{server}} {{reason}}")],
+            [target(f"topk(10, sum by (server, reason) (rate(mcpmon_reconnects_total{{{sel}}}[$__rate_interval])))", "{{server}} {{reason}}")],
+            description="The 10 busiest reconnecting servers.",
             fieldConfig={"defaults": {"unit": "ops", "links": server_links()}, "overrides": []},
         )
     )
@@ -280,6 +282,49 @@ def fleet():
                                           {"color": "red", "value": LATENCY_ALERT_SECONDS}]}},
                          "overrides": []},
             options={"orientation": "horizontal", "reduceOptions": {"calcs": ["lastNotNull"]}},
+        )
+    )
+    # mcpmon itself: is the monitor healthy, and what does watching cost?
+    own = 'job=~"$job"'
+    panels.append(
+        panel(
+            L, "timeseries", "mcpmon: scrape and page time",
+            [target(
+                f'histogram_quantile(0.99, sum by (handler, le) (rate(mcpmon_http_request_duration_seconds_bucket{{{own}}}[$__rate_interval])))',
+                "p99 {{handler}}",
+            )],
+            w=8, description="How long mcpmon takes to answer its own endpoints (/metrics render included).",
+            fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
+        )
+    )
+    panels.append(
+        panel(
+            L, "timeseries", "mcpmon: CPU and memory",
+            [
+                target(f"rate(process_cpu_seconds_total{{{own}}}[$__rate_interval])", "CPU {{instance}}", "A"),
+                target(f"process_resident_memory_bytes{{{own}}}", "memory {{instance}}", "B"),
+            ],
+            w=8, description="mcpmon's own process: cores used, and resident memory.",
+            fieldConfig={"defaults": {"unit": "percentunit"}, "overrides": [
+                {"matcher": {"id": "byFrameRefID", "options": "B"},
+                 "properties": [{"id": "unit", "value": "bytes"}, {"id": "custom.axisPlacement", "value": "right"}]},
+            ]},
+        )
+    )
+    panels.append(
+        panel(
+            L, "stat", "mcpmon: last config load",
+            [target(f"min(mcpmon_config_last_reload_successful{{{own}}})", instant=True)],
+            w=8, h=8, description="0 means the last reload was rejected and an older config is running.",
+            fieldConfig={"defaults": {
+                "unit": "none",
+                "mappings": [{"type": "value", "options": {
+                    "0": {"text": "rejected", "color": "red"}, "1": {"text": "ok", "color": "green"}}}],
+                "color": {"mode": "thresholds"},
+                "thresholds": {"mode": "absolute", "steps": [
+                    {"color": "red", "value": None}, {"color": "green", "value": 1}]},
+            }, "overrides": []},
+            options={"colorMode": "background", "reduceOptions": {"calcs": ["lastNotNull"]}},
         )
     )
     variables = [

@@ -340,6 +340,40 @@ servers:
     // The variables' own queries find values.
     assert!(!prom.query("mcpmon_build_info").await.is_empty());
 
+    // The links from fleet panels to the server dashboard resolve: every
+    // series of a linked panel names its server, and the server dashboard
+    // opened on that server has data.
+    let fleet: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("dashboards/mcpmon-fleet.json")).expect("fleet"),
+    )
+    .expect("json");
+    let linked: Vec<String> = fleet["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .filter(|p| p["fieldConfig"].to_string().contains("var-server="))
+        .filter_map(|p| p["title"].as_str().map(str::to_owned))
+        .collect();
+    assert!(linked.len() >= 3, "{linked:?}");
+    for (panel, expr) in panel_queries("mcpmon-fleet.json", ".*") {
+        if !linked.iter().any(|t| panel.ends_with(&format!("/ {t}"))) {
+            continue;
+        }
+        for series in prom.query(&expr).await {
+            let server = series["metric"]["server"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{panel}: a series without a server: {series}"));
+            let state = panel_queries("mcpmon-server.json", server)
+                .into_iter()
+                .find(|(p, _)| p.ends_with("/ State"))
+                .expect("the server dashboard's State panel");
+            assert!(
+                !prom.query(&state.1).await.is_empty(),
+                "{panel}: the link to {server} opens an empty dashboard"
+            );
+        }
+    }
+
     // Every alerting and recording rule evaluates without error.
     let start = Instant::now();
     loop {
