@@ -10,6 +10,20 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
+/// The child's stderr, line by line, read on a thread of its own.
+fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 fn mcpmon() -> Command {
     Command::new(env!("CARGO_BIN_EXE_mcpmon"))
 }
@@ -189,15 +203,7 @@ fn service_runs_from_the_command_line_and_stops_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn mcpmon");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = stderr_lines(&mut child);
     let mut addr = None;
     let mut log = Vec::new();
     let start = Instant::now();
@@ -313,15 +319,7 @@ fn logs_to_a_pipe_are_plain_and_an_unreachable_server_is_not_an_error() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = stderr_lines(&mut child);
     let mut lines: Vec<String> = Vec::new();
     let pump = |lines: &mut Vec<String>| {
         while let Ok(l) = rx.recv_timeout(Duration::from_millis(100)) {
@@ -414,15 +412,7 @@ fn json_log_fields_are_the_documented_ones() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = stderr_lines(&mut child);
     let mut seen: Vec<serde_json::Value> = Vec::new();
     let start = Instant::now();
     let wanted = [

@@ -199,6 +199,24 @@ async fn python_sdk_servers_in_both_eras_over_streamable_http() {
     mon.stop().await;
 }
 
+/// The Python SDK server (legacy era) over Streamable HTTP behind the test
+/// gate of `tests/python/server.py`, set up by one environment variable.
+async fn gated_python(var: &str, value: String) -> Spawned {
+    let script = python_server();
+    let port = free_port();
+    third_party_http(
+        &python("legacy"),
+        &[
+            script.to_str().expect("utf-8 path"),
+            "http",
+            &port.to_string(),
+        ],
+        &[(var, value)],
+        port,
+    )
+    .await
+}
+
 /// A session to `url` opened the way a supervisor opens it.
 async fn open_session(url: &str) -> mcpmon::transport::session::RmcpSession {
     let yaml = format!("servers:\n{}", http("lean", url));
@@ -391,19 +409,12 @@ async fn credentials_are_judged_apart_from_reachability() {
     let dir = tempfile::tempdir().expect("tempdir");
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, "gate-s3cret").expect("write");
-    let script = python_server();
-    let script = script.to_str().expect("utf-8 path");
-    let port = free_port();
-    let gate = third_party_http(
-        &python("legacy"),
-        &[script, "http", &port.to_string()],
-        &[(
-            "REQUIRE_TOKEN_FILE",
-            token_file.to_str().expect("utf-8").to_owned(),
-        )],
-        port,
+    let gate = gated_python(
+        "REQUIRE_TOKEN_FILE",
+        token_file.to_str().expect("utf-8").to_owned(),
     )
     .await;
+    let port = gate.port;
     let cfg = dir.path().join("fleet.yaml");
     let with_token =
         |id: &str, var: &str| format!("{}    bearer_token_env: {var}\n", http(id, &gate.url));
@@ -498,17 +509,9 @@ async fn a_throttling_server_is_degraded_never_unhealthy_and_left_alone_as_asked
     let dir = tempfile::tempdir().expect("tempdir");
     let throttle = dir.path().join("throttle");
     let log = dir.path().join("throttle.log");
-    let script = python_server();
-    let script = script.to_str().expect("utf-8 path");
-    let port = free_port();
-    let server = third_party_http(
-        &python("legacy"),
-        &[script, "http", &port.to_string()],
-        &[(
-            "THROTTLE_FILE",
-            throttle.to_str().expect("utf-8").to_owned(),
-        )],
-        port,
+    let server = gated_python(
+        "THROTTLE_FILE",
+        throttle.to_str().expect("utf-8").to_owned(),
     )
     .await;
     // Pings every 400 ms; the health check runs once, at session start.
@@ -569,16 +572,8 @@ async fn oauth2_client_credentials_keep_a_server_healthy_across_token_expiries()
     // The gate issues client-credentials tokens that live 3 s and accepts
     // nothing else; mcpmon must keep fetching them without a bad reading.
     let dir = tempfile::tempdir().expect("tempdir");
-    let script = python_server();
-    let script = script.to_str().expect("utf-8 path");
-    let port = free_port();
-    let gate = third_party_http(
-        &python("legacy"),
-        &[script, "http", &port.to_string()],
-        &[("ISSUE_TOKENS", "mcpmon:client-s3cret:3".to_owned())],
-        port,
-    )
-    .await;
+    let gate = gated_python("ISSUE_TOKENS", "mcpmon:client-s3cret:3".to_owned()).await;
+    let port = gate.port;
     let oauth = |id: &str, secret: &str| {
         format!(
             "{}    oauth2:\n      client_id: mcpmon\n      client_secret: {secret}\n      \
