@@ -184,25 +184,36 @@ fn search_text(s: &ServerStatus) -> String {
     .to_lowercase()
 }
 
-fn head(out: &mut String, title: &str) {
+fn head(out: &mut String, title: &str, telemetry_path: &str) {
     let _ = write!(
         out,
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{}</title><link rel="stylesheet" href="/static/status.css">
 <script src="/static/status.js" defer></script></head><body>
-<header><h1><a href="/">mcpmon</a></h1><nav aria-label="Machine-readable"><a href="{{metrics}}">metrics</a> <a href="/health/fleet">fleet JSON</a></nav></header>
+<header><h1><a href="/">mcpmon</a></h1><nav aria-label="Machine-readable"><a href="{}">metrics</a> <a href="/health/fleet">fleet JSON</a></nav></header>
 "#,
-        Esc(title)
+        Esc(title),
+        Esc(telemetry_path)
     );
 }
 
 /// `/`: the fleet.
 pub async fn fleet(AxState(st): AxState<ApiState>, Query(f): Query<Filter>) -> Response {
     let snap = st.fleet.borrow().clone();
+    let path = st.telemetry_path.clone();
+    // Thousands of rows take milliseconds: off the runtime's workers, like
+    // every other whole-fleet render.
+    match tokio::task::spawn_blocking(move || fleet_page(&snap, &f, &path)).await {
+        Ok(body) => html(body),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+fn fleet_page(snap: &crate::state::Snapshot, f: &Filter, telemetry_path: &str) -> String {
     let now = SystemTime::now();
     let mut out = String::with_capacity(4096 + snap.servers.len() * 600);
-    head(&mut out, "mcpmon: fleet status");
+    head(&mut out, "mcpmon: fleet status", telemetry_path);
     let (verdict, meets) = snap.verdict();
     let sum = snap.summary();
     let _ = write!(
@@ -250,7 +261,7 @@ pub async fn fleet(AxState(st): AxState<ApiState>, Query(f): Query<Filter>) -> R
         .servers
         .values()
         .map(|r| &r.status)
-        .filter(|s| matches(s, &f))
+        .filter(|s| matches(s, f))
         .collect();
     let _ = write!(
         out,
@@ -295,7 +306,7 @@ pub async fn fleet(AxState(st): AxState<ApiState>, Query(f): Query<Filter>) -> R
         out.push_str("</td></tr>\n");
     }
     out.push_str("</tbody></table></main></body></html>\n");
-    html(out.replace("{metrics}", &st.telemetry_path))
+    out
 }
 
 /// `/servers/{id}`: one server.
@@ -303,20 +314,20 @@ pub async fn server(AxState(st): AxState<ApiState>, Path(id): Path<String>) -> R
     let snap = st.fleet.borrow().clone();
     let Some(record) = snap.servers.get(id.as_str()) else {
         let mut out = String::new();
-        head(&mut out, "mcpmon: no such server");
+        head(&mut out, "mcpmon: no such server", &st.telemetry_path);
         let _ = write!(
             out,
             r#"<main id="status"><p>No server {} in the fleet.</p></main></body></html>"#,
             Esc(&id)
         );
-        let mut r = html(out.replace("{metrics}", &st.telemetry_path));
+        let mut r = html(out);
         *r.status_mut() = StatusCode::NOT_FOUND;
         return r;
     };
     let s = &record.status;
     let now = SystemTime::now();
     let mut out = String::with_capacity(8192);
-    head(&mut out, &format!("mcpmon: {}", s.id));
+    head(&mut out, &format!("mcpmon: {}", s.id), &st.telemetry_path);
     let _ = write!(
         out,
         r#"<main id="status" data-generation="{}"><h2>{}</h2><p>"#,
@@ -413,7 +424,7 @@ pub async fn server(AxState(st): AxState<ApiState>, Path(id): Path<String>) -> R
         );
     }
     out.push_str("</tbody></table></main></body></html>\n");
-    html(out.replace("{metrics}", &st.telemetry_path))
+    html(out)
 }
 
 #[cfg(test)]
