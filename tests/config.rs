@@ -359,3 +359,34 @@ fn oauth2_blocks_take_one_secret_an_http_token_url_and_only_on_http() {
         "{err}"
     );
 }
+
+#[test]
+fn labels_are_exported_sanitised_and_collisions_name_both() {
+    let ok = parse(
+        "servers:\n  - id: a\n    transport: stdio\n    command: x\n    labels: {team: payments, app.kubernetes.io/name: mcp}\n",
+        &[],
+    )
+    .expect("valid");
+    let exported: Vec<(&str, &str)> = ok.servers[0]
+        .labels
+        .iter()
+        .map(|l| (l.exported.as_str(), l.value.as_str()))
+        .collect();
+    assert_eq!(
+        exported,
+        [
+            ("label_app_kubernetes_io_name", "mcp"),
+            ("label_team", "payments")
+        ]
+    );
+    let err = parse(
+        "servers:\n  - id: a\n    transport: stdio\n    command: x\n    labels: {a-b: 1, a_b: 2}\n",
+        &[],
+    )
+    .expect_err("collision");
+    assert!(
+        err.to_string()
+            .contains(r#"labels "a-b" and "a_b" are both exported as label_a_b"#),
+        "{err}"
+    );
+}

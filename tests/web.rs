@@ -502,3 +502,42 @@ async fn exporter_parity_gzip_telemetry_path_handler_metrics_and_no_store() {
     );
     assert!(m.contains(r#"mcpmon_http_request_duration_seconds_count{handler="/health/fleet"}"#));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_labels_reach_metrics_json_and_the_status_filter() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("fleet.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{FAST_GLOBAL}servers:\n  - id: pay\n    transport: stdio\n    command: {demo:?}\n    \
+             labels: {{team: payments, env: prod}}\n  - id: other\n    transport: stdio\n    command: {demo:?}\n",
+            demo = demo_server()
+        ),
+    )
+    .expect("write");
+    let mon = Binary::start(&cfg, &[]).await;
+    let (_, m) = mon.get("/metrics").await;
+    assert_eq!(
+        metric(
+            &m,
+            r#"mcpmon_server_labels{label_env="prod",label_team="payments",server="pay"}"#
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    assert!(
+        !m.contains(r#"mcpmon_server_labels{server="other"}"#),
+        "no labels, no series"
+    );
+    let (_, v) = mon.server("pay").await;
+    assert_eq!(
+        v["labels"],
+        serde_json::json!({"team": "payments", "env": "prod"})
+    );
+    // The status page filters by label, without JavaScript too.
+    let (code, page) = mon.get("/?q=team%3Dpayments").await;
+    assert_eq!(code, 200);
+    assert!(page.contains(r#"href="/servers/pay""#), "{page}");
+    assert!(!page.contains(r#"href="/servers/other""#), "{page}");
+}

@@ -302,6 +302,36 @@ pub struct ServerSpec {
     pub expanded: Vec<Secret>,
     /// Tools the server must list (`tools_missing` otherwise).
     pub expected_tools: Vec<String>,
+    /// The operator's labels, as written, with the Prometheus label name
+    /// each is exported under (`label_` and the name sanitised).
+    pub labels: Vec<Label>,
+}
+
+/// One operator label of a server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Label {
+    /// The name as written in the config.
+    pub name: String,
+    /// `label_<name>` with everything outside `[a-zA-Z0-9_]` as `_`.
+    pub exported: String,
+    /// The value.
+    pub value: String,
+}
+
+/// The Prometheus label name an operator label is exported under, the way
+/// kube-state-metrics exports Kubernetes labels.
+pub fn exported_label_name(name: &str) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("label_{clean}")
 }
 
 impl ServerSpec {

@@ -52,6 +52,9 @@ pub(super) struct ServerFile {
     /// Tools the server must list; any missing makes it degraded.
     #[serde(default)]
     pub(super) expected_tools: Vec<String>,
+    /// Labels of the operator's (team, env…), exported on `mcpmon_server_labels`.
+    #[serde(default)]
+    pub(super) labels: BTreeMap<String, String>,
     #[serde(flatten)]
     pub(super) tunables: FlatTunables,
 }

@@ -491,6 +491,29 @@ impl Validator<'_> {
                 }
             }
         };
+        let mut labels: Vec<super::Label> = Vec::new();
+        for (name, value) in &s.labels {
+            let exported = super::exported_label_name(name);
+            let mut p = field("labels");
+            p.push(Seg::key(name));
+            if name.is_empty() {
+                self.error(&p, "a label needs a name".to_owned());
+            } else if let Some(other) = labels.iter().find(|l| l.exported == exported) {
+                self.error(
+                    &p,
+                    format!(
+                        "labels {:?} and {name:?} are both exported as {exported}",
+                        other.name
+                    ),
+                );
+            } else {
+                labels.push(super::Label {
+                    name: name.clone(),
+                    exported,
+                    value: value.clone(),
+                });
+            }
+        }
         let expanded = self
             .expanded
             .split_off(expanded_from)
@@ -505,6 +528,7 @@ impl Validator<'_> {
             tool_probes,
             expanded,
             expected_tools: s.expected_tools,
+            labels,
         })
     }
 

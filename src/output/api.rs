@@ -255,6 +255,8 @@ struct ServerView<'a> {
     consecutive_failures: u32,
     tools: Option<usize>,
     tools_hash: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    labels: std::collections::BTreeMap<&'a str, &'a str>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     tools_missing: &'a [String],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -287,6 +289,11 @@ impl<'a> ServerView<'a> {
             consecutive_failures: s.consecutive_failures,
             tools: s.tools,
             tools_hash: s.tools_hash.as_deref(),
+            labels: s
+                .labels
+                .iter()
+                .map(|l| (l.name.as_str(), l.value.as_str()))
+                .collect(),
             tools_missing: &s.tools_missing,
             tools_invalid: s
                 .tools_invalid

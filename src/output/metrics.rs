@@ -27,6 +27,7 @@ enum Family {
     Reason,
     Info,
     HealthCheckPresent,
+    Labels,
     Tools,
     ToolsChanges,
     ToolsInvalid,
@@ -50,7 +51,7 @@ enum Family {
     TokenExpiry,
 }
 
-const FAMILIES: usize = 26;
+const FAMILIES: usize = 27;
 
 /// Name, type and help of each family, indexed by [`Family`].
 const FAMILY_META: [(&str, &str, &str); FAMILIES] = [
@@ -78,6 +79,11 @@ const FAMILY_META: [(&str, &str, &str); FAMILIES] = [
         "mcpmon_server_health_check_present",
         "gauge",
         "1 if the server's current session lists the health tool.",
+    ),
+    (
+        "mcpmon_server_labels",
+        "gauge",
+        "The operator's labels of the server (label_<name>), always 1: join with group_left.",
     ),
     (
         "mcpmon_server_tools",
@@ -257,6 +263,19 @@ fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
             u8::from(v.health_check_present)
         ),
     );
+    if !st.labels.is_empty() {
+        let mut labels: Vec<&crate::config::Label> = st.labels.iter().collect();
+        labels.sort_by(|a, b| a.exported.cmp(&b.exported));
+        let mut text = String::new();
+        for lab in labels {
+            let _ = write!(text, "{}=\"{}\",", lab.exported, Escaped(&lab.value));
+        }
+        put(
+            out,
+            Family::Labels,
+            format_args!("{}{{{text}{l}}} 1\n", name(Family::Labels)),
+        );
+    }
     if let Some(n) = st.tools {
         put(
             out,
@@ -793,6 +812,29 @@ mod tests {
             text.matches("# TYPE mcpmon_ping_duration_seconds histogram")
                 .count(),
             1
+        );
+    }
+
+    #[test]
+    fn operator_labels_are_one_escaped_series() {
+        let mut o = Owner::new(FleetPolicy::default(), 1);
+        let mut s = spec("a");
+        s.labels = vec![crate::config::Label {
+            name: "team".into(),
+            exported: "label_team".into(),
+            value: "pay\"ments\\x".into(),
+        }];
+        add(&mut o, &s, Instant::now());
+        let text = render(&mut o);
+        let samples = crate::fuzzing::parse_exposition(&text).expect("parses");
+        let labels = samples
+            .iter()
+            .find(|x| x.name == "mcpmon_server_labels")
+            .expect("the series");
+        assert!(
+            labels
+                .labels
+                .contains(&("label_team".to_owned(), "pay\"ments\\x".to_owned()))
         );
     }
 

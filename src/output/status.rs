@@ -173,13 +173,19 @@ fn matches(s: &ServerStatus, f: &Filter) -> bool {
 /// What the text filter looks through.
 fn search_text(s: &ServerStatus) -> String {
     let name = s.server_info.as_ref().map_or("", |i| i.name.as_str());
+    let labels: Vec<String> = s
+        .labels
+        .iter()
+        .map(|l| format!("{}={}", l.name, l.value))
+        .collect();
     format!(
-        "{} {} {} {} {}",
+        "{} {} {} {} {} {}",
         s.id,
         s.status.as_str(),
         s.reason.as_str(),
         s.transport,
-        name
+        name,
+        labels.join(" ")
     )
     .to_lowercase()
 }
@@ -232,7 +238,7 @@ fn fleet_page(snap: &crate::state::Snapshot, f: &Filter, telemetry_path: &str) -
     }
     let _ = write!(
         out,
-        r#"</select></label> <label>Search <input type="search" name="q" value="{}" placeholder="id, reason, name"></label> <button type="submit">Filter</button></form>
+        r#"</select></label> <label>Search <input type="search" name="q" value="{}" placeholder="id, reason, name, team=…"></label> <button type="submit">Filter</button></form>
 <main id="status" data-generation="{}"><section class="summary" aria-label="Fleet summary"><p>Fleet "#,
         Esc(&f.q),
         snap.generation
@@ -359,6 +365,14 @@ pub async fn server(AxState(st): AxState<ApiState>, Path(id): Path<String>) -> R
             .map_or("—".to_owned(), |v| format!("{v:.1} ms")),
     );
     row("Transport", s.transport.to_owned());
+    if !s.labels.is_empty() {
+        let labels: Vec<String> = s
+            .labels
+            .iter()
+            .map(|l| format!("{}={}", Esc(&l.name), Esc(&l.value)))
+            .collect();
+        row("Labels", labels.join(", "));
+    }
     if let Some(i) = &s.server_info {
         row(
             "Server",

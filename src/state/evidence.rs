@@ -64,6 +64,9 @@ pub struct ServerStatus {
     pub id: String,
     /// `stdio` or `http`.
     pub transport: &'static str,
+    /// The operator's labels from the config.
+    #[serde(skip)]
+    pub labels: Arc<[crate::config::Label]>,
     /// Published state.
     pub status: State,
     /// Bounded reason.
@@ -151,6 +154,7 @@ impl Tracker {
             status: ServerStatus {
                 id: spec.id.clone(),
                 transport: spec.transport.kind(),
+                labels: spec.labels.clone().into(),
                 status: State::Unknown,
                 reason: Reason::Starting,
                 detail: String::new(),

@@ -27,6 +27,7 @@ pub fn spec(id: &str) -> ServerSpec {
         tool_probes: vec![],
         expanded: vec![],
         expected_tools: vec![],
+        labels: vec![],
     }
 }
 
