@@ -826,15 +826,9 @@ mod tests {
         }];
         add(&mut o, &s, Instant::now());
         let text = render(&mut o);
-        let samples = crate::fuzzing::parse_exposition(&text).expect("parses");
-        let labels = samples
-            .iter()
-            .find(|x| x.name == "mcpmon_server_labels")
-            .expect("the series");
-        assert!(
-            labels
-                .labels
-                .contains(&("label_team".to_owned(), "pay\"ments\\x".to_owned()))
+        assert_eq!(
+            lines(&text, "mcpmon_server_labels{"),
+            [r#"mcpmon_server_labels{label_team="pay\"ments\\x",server="a"} 1"#]
         );
     }
 
