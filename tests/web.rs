@@ -517,6 +517,11 @@ async fn operator_labels_reach_metrics_json_and_the_status_filter() {
     )
     .expect("write");
     let mon = Binary::start(&cfg, &[]).await;
+    // Listening comes before the fleet is published: wait for the servers.
+    mon.wait_status("pay", "healthy", Duration::from_secs(20))
+        .await;
+    mon.wait_status("other", "healthy", Duration::from_secs(20))
+        .await;
     let (_, m) = mon.get("/metrics").await;
     assert_eq!(
         metric(
