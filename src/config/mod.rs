@@ -303,7 +303,8 @@ pub struct ServerSpec {
     /// Tools the server must list (`tools_missing` otherwise).
     pub expected_tools: Vec<String>,
     /// The operator's labels, as written, with the Prometheus label name
-    /// each is exported under (`label_` and the name sanitised).
+    /// each is exported under (`label_` and the name sanitised), sorted by
+    /// that name.
     pub labels: Vec<Label>,
 }
 

@@ -387,15 +387,7 @@ impl Validator<'_> {
                         self.expand(a, &p)
                     })
                     .collect();
-                let env = s
-                    .env
-                    .iter()
-                    .map(|(k, v)| {
-                        let mut p = field("env");
-                        p.push(Seg::key(k));
-                        (k.clone(), Secret(self.expand(v, &p)))
-                    })
-                    .collect();
+                let env = self.expand_values(&s.env, &field("env"));
                 let cwd = s
                     .cwd
                     .as_deref()
@@ -514,6 +506,8 @@ impl Validator<'_> {
                 });
             }
         }
+        // In exposition order, once, so no scrape sorts them.
+        labels.sort_by(|a, b| a.exported.cmp(&b.exported));
         let expanded = self
             .expanded
             .split_off(expanded_from)
@@ -744,15 +738,7 @@ impl Validator<'_> {
                 return None;
             }
         };
-        let endpoint_params = o
-            .endpoint_params
-            .iter()
-            .map(|(k, v)| {
-                let mut p = sub("endpoint_params");
-                p.push(Seg::key(k));
-                (k.clone(), Secret(self.expand(v, &p)))
-            })
-            .collect();
+        let endpoint_params = self.expand_values(&o.endpoint_params, &sub("endpoint_params"));
         Some(super::OAuth2Spec {
             client_id,
             client_secret: Secret(client_secret),
@@ -760,6 +746,21 @@ impl Validator<'_> {
             scopes: o.scopes.clone(),
             endpoint_params,
         })
+    }
+
+    /// Each value of a map written at `at`, `${VAR}` expanded, as a secret.
+    fn expand_values(
+        &mut self,
+        map: &std::collections::BTreeMap<String, String>,
+        at: &[Seg],
+    ) -> Vec<(String, Secret)> {
+        map.iter()
+            .map(|(k, v)| {
+                let mut p = at.to_vec();
+                p.push(Seg::key(k));
+                (k.clone(), Secret(self.expand(v, &p)))
+            })
+            .collect()
     }
 
     fn expand(&mut self, raw: &str, at: &[Seg]) -> String {

@@ -201,20 +201,12 @@ fn headers(wanted: &BTreeMap<String, String>) -> Result<HeaderMap, String> {
         }
         let v = HeaderValue::from_str(value)
             .map_err(|_| format!("http_server_config.headers.{name}: not a header value"))?;
-        out.insert(HeaderName::from_static(lower(name)), v);
+        // Allowed names are valid; HeaderName lower-cases them.
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("http_server_config.headers: {name:?} is not a header name"))?;
+        out.insert(name, v);
     }
     Ok(out)
-}
-
-/// The lower-case spelling of an allowed header (`HeaderName` wants it).
-fn lower(name: &str) -> &'static str {
-    match name {
-        "Strict-Transport-Security" => "strict-transport-security",
-        "X-Content-Type-Options" => "x-content-type-options",
-        "X-Frame-Options" => "x-frame-options",
-        "X-XSS-Protection" => "x-xss-protection",
-        _ => "content-security-policy",
-    }
 }
 
 /// PEM from a file (recorded in `files`) or inline text.
