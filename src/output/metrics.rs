@@ -264,17 +264,13 @@ fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
         ),
     );
     if !st.labels.is_empty() {
-        let mut labels: Vec<&crate::config::Label> = st.labels.iter().collect();
-        labels.sort_by(|a, b| a.exported.cmp(&b.exported));
-        let mut text = String::new();
-        for lab in labels {
-            let _ = write!(text, "{}=\"{}\",", lab.exported, Escaped(&lab.value));
+        // Sorted by exported name in the config; written straight out.
+        let buf = &mut out[Family::Labels as usize];
+        let _ = write!(buf, "{}{{", name(Family::Labels));
+        for lab in st.labels.iter() {
+            let _ = write!(buf, "{}=\"{}\",", lab.exported, Escaped(&lab.value));
         }
-        put(
-            out,
-            Family::Labels,
-            format_args!("{}{{{text}{l}}} 1\n", name(Family::Labels)),
-        );
+        let _ = writeln!(buf, "{l}}} 1");
     }
     if let Some(n) = st.tools {
         put(

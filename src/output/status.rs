@@ -122,7 +122,10 @@ fn time(out: &mut String, at: Option<SystemTime>, now: SystemTime) {
 
 /// The worst state in each twelfth of the last hour; `None` before anything
 /// was known.
-fn strip(history: &[(SystemTime, State)], now: SystemTime) -> Vec<Option<State>> {
+fn strip(
+    history: &std::collections::VecDeque<(SystemTime, State)>,
+    now: SystemTime,
+) -> Vec<Option<State>> {
     let cell = HISTORY / CELLS;
     (0..CELLS)
         .map(|i| {
@@ -141,7 +144,7 @@ fn strip(history: &[(SystemTime, State)], now: SystemTime) -> Vec<Option<State>>
 }
 
 fn history_strip(out: &mut String, s: &ServerStatus, now: SystemTime) {
-    let cells = strip(&s.history.iter().copied().collect::<Vec<_>>(), now);
+    let cells = strip(&s.history, now);
     let worst = cells.iter().flatten().max_by_key(|s| s.severity());
     let label = match worst {
         Some(w) => format!("last hour: worst {}", w.as_str()),
@@ -458,12 +461,12 @@ mod tests {
     fn the_strip_shows_the_worst_state_of_each_twelfth_of_the_hour() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100_000);
         let min = |m: u64| now - Duration::from_secs(m * 60);
-        let history = [
+        let history = std::collections::VecDeque::from([
             (min(50), State::Unknown),
             (min(49), State::Healthy),
             (min(22), State::Unhealthy),
             (min(21), State::Healthy),
-        ];
+        ]);
         let cells = strip(&history, now);
         assert_eq!(cells.len(), 12);
         // Before anything was known: no data.

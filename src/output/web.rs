@@ -542,7 +542,11 @@ mod tests {
         let mut out = WriteDeadline::new(near, Duration::from_secs(30));
         let big = vec![b'x'; 64 * 1024];
         let started = Instant::now();
-        let err = out.write_all(&big).await.expect_err("nobody reads");
+        // Bounded: a deadline that never fires fails here instead of hanging.
+        let err = tokio::time::timeout(Duration::from_secs(60), out.write_all(&big))
+            .await
+            .expect("the deadline ends the write")
+            .expect_err("nobody reads");
         assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
         assert_eq!(started.elapsed(), Duration::from_secs(30));
         drop(far);

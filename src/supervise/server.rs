@@ -247,7 +247,8 @@ impl Supervisor {
         hc_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         // The session's opening listed the tools; list again when that
         // listing goes stale.
-        let mut tools_due = Instant::now() + relist;
+        let tools_due = tokio::time::sleep(relist);
+        tokio::pin!(tools_due);
         let mut listing: Option<BoxFuture<'_, _>> = None;
         // /proc and progress are read at least once a second while they
         // matter: "stopped", "busy" and "stuck" must not wait for a ping.
@@ -339,7 +340,7 @@ impl Supervisor {
                         return link_lost(session, detail, refused).await;
                     }
                 }
-                _ = tokio::time::sleep_until(tools_due), if listing.is_none() => {
+                _ = &mut tools_due, if listing.is_none() => {
                     listing = Some(session.list_tools(s.request_timeout.0));
                 }
                 _ = session.tools_changed(), if listing.is_none() => {
@@ -349,13 +350,13 @@ impl Supervisor {
                     listing = None;
                     match listed {
                         Ok(tools) => {
-                            tools_due = Instant::now() + relist_after(tools.ttl, s);
+                            tools_due.as_mut().reset(Instant::now() + relist_after(tools.ttl, s));
                             has_health = tools.names().any(|n| n == s.health_check_tool);
                             self.send(Event::Tools { tools, health_check: has_health }).await;
                         }
                         // Liveness judges the session; a failed listing is only not news.
                         Err(e) => {
-                            tools_due = Instant::now() + s.tools_interval.0;
+                            tools_due.as_mut().reset(Instant::now() + s.tools_interval.0);
                             debug!(error = %e, "tools/list failed");
                         }
                     }
