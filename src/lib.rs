@@ -27,6 +27,8 @@
 //! [`run`] is the single entry point shared by `main` and the tests.
 
 pub mod config;
+pub mod discovery;
+mod fleet;
 pub mod fuzzing;
 pub mod oneshot;
 pub mod output;
@@ -45,6 +47,8 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::discovery::Shard;
+use crate::fleet::Fleet;
 use crate::output::metrics::Metrics;
 use crate::output::{api, web};
 use crate::state::Snapshot;
@@ -101,6 +105,8 @@ pub struct Options {
     pub telemetry_path: Option<String>,
     /// More addresses serving the same endpoints.
     pub extra_listeners: Vec<TcpListener>,
+    /// This replica's share of the fleet.
+    pub shard: Shard,
 }
 
 /// Run mcpmon on `listener` until `shutdown` resolves, then close every
@@ -128,9 +134,11 @@ pub async fn run_with(
     let (fleet_tx, fleet_rx) = mpsc::channel(4096);
     let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
     // Ready once every server was judged, or after the slowest first verdict could take.
+    let shard = options.shard;
     let grace = config
         .servers
         .iter()
+        .filter(|s| shard.owns(&s.id))
         .map(|s| s.settings.connect_timeout.0 + s.settings.ping_timeout.0)
         .max()
         .unwrap_or_default()
@@ -139,15 +147,27 @@ pub async fn run_with(
         fleet_rx,
         snap_tx,
         config.fleet.clone(),
-        config.servers.len(),
+        config.servers.iter().filter(|s| shard.owns(&s.id)).count(),
         grace,
         cancel.child_token(),
     ));
-    let mut supervisors = Supervisors::new(http, fleet_tx.clone(), cancel.child_token());
-    supervisors.apply(&config, SHUTDOWN_DEADLINE).await;
+    let supervisors = Supervisors::new(http, fleet_tx.clone(), cancel.child_token());
+    let (sd_tx, mut sd_rx) = mpsc::channel::<discovery::Update>(64);
+    let path = config.path.clone();
+    let mut fleet = Fleet::start(
+        config,
+        supervisors,
+        shard,
+        metrics.clone(),
+        sd_tx,
+        cancel.child_token(),
+    )
+    .await;
     tracing::info!(
-        servers = config.servers.len(),
-        config = %config.path.display(),
+        servers = fleet.len(),
+        config = %path.display(),
+        shard.index = shard.index,
+        shard.count = shard.count,
         "monitoring started"
     );
 
@@ -161,6 +181,7 @@ pub async fn run_with(
             .telemetry_path
             .clone()
             .unwrap_or_else(|| "/metrics".to_owned()),
+        shard,
     });
     let app = options.web.protect(app);
     let web_cancel = cancel.clone();
@@ -176,8 +197,6 @@ pub async fn run_with(
     let server = options.web.clone();
     let mut web = tokio::spawn(async move { server.serve(listener, app, web_cancel).await });
 
-    let path = config.path.clone();
-    let mut current = config;
     let mut seen_hash = std::fs::read(&path).ok().map(|b| hash(&b));
     let mut pending: Option<u64> = None;
     let mut auto = options.auto_reload.map(|every| {
@@ -195,12 +214,21 @@ pub async fn run_with(
             }
             r = &mut web => {
                 cancel.cancel();
-                supervisors.stop_all(SHUTDOWN_DEADLINE).await;
+                fleet.supervisors.stop_all(SHUTDOWN_DEADLINE).await;
                 return match r {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(e)) => Err(RunError::Serve(e)),
                     Err(e) => Err(RunError::Serve(std::io::Error::other(e))),
                 };
+            }
+            Some(update) = sd_rx.recv() => {
+                // Take every refresh already waiting as one change.
+                let mut updates = vec![update];
+                while let Ok(u) = sd_rx.try_recv() {
+                    updates.push(u);
+                }
+                fleet.discovered(updates).await;
+                continue;
             }
             Some(req) = reload_rx.recv() => (req, None),
             Some(req) = async { external.as_mut()?.recv().await }, if external.is_some() => (req, None),
@@ -226,22 +254,15 @@ pub async fn run_with(
         // The hash is of exactly the bytes parsed: an edit landing after the
         // read is a change still to come, never one taken as applied.
         seen_hash = bytes.as_ref().ok().map(|b| hash(b)).or(seen_hash);
-        let outcome = reload(
-            &path,
-            bytes,
-            &mut current,
-            &mut supervisors,
-            &fleet_tx,
-            &metrics,
-        )
-        .await;
+        let outcome = reload(&path, bytes, &mut fleet, &fleet_tx, &metrics).await;
         if let Some(reply) = request.reply {
             let _ = reply.send(outcome);
         }
     }
 
     // Stop probing and close every session, within a deadline.
-    supervisors
+    fleet
+        .supervisors
         .stop_all(SHUTDOWN_DEADLINE.max(CLOSE_GRACE * 4))
         .await;
     cancel.cancel();
@@ -275,8 +296,7 @@ async fn reload_web(web: &web::Web) {
 async fn reload(
     path: &std::path::Path,
     bytes: std::io::Result<Vec<u8>>,
-    current: &mut Config,
-    supervisors: &mut Supervisors,
+    running: &mut Fleet,
     fleet: &mpsc::Sender<state::Msg>,
     metrics: &Metrics,
 ) -> Result<ReloadOutcome, String> {
@@ -302,13 +322,10 @@ async fn reload(
             for w in &new.warnings {
                 tracing::warn!(warning = %w, "risky configuration");
             }
-            redact::set_secrets(current.secrets().into_iter().chain(new.secrets()).collect());
-            let diff = supervisors.apply(&new, SHUTDOWN_DEADLINE).await;
-            if new.fleet != current.fleet {
+            if new.fleet != running.config.fleet {
                 let _ = fleet.send(state::Msg::Policy(new.fleet.clone())).await;
             }
-            redact::set_secrets(new.secrets());
-            *current = new;
+            let diff = running.reload(new).await;
             metrics.record_reload(true);
             tracing::info!(
                 added = ?diff.added,

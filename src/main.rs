@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use mcpmon::config;
+use mcpmon::discovery::Shard;
 use mcpmon::oneshot::{ProbeOptions, probe};
 use mcpmon::state::verdict::State;
 
@@ -46,6 +47,18 @@ struct Cli {
     /// How often the file is checked under --config.auto-reload.
     #[arg(long = "config.auto-reload-interval", default_value = "30s", value_parser = parse_duration)]
     auto_reload_interval: std::time::Duration,
+    /// Split the fleet across this many replicas: each monitors the servers
+    /// whose id hashes to its index (Prometheus hashmod: MD5 of the id, last
+    /// 8 bytes big-endian, modulo the count).
+    #[arg(long = "shard.count", default_value_t = 1)]
+    shard_count: u64,
+    /// This replica's index, 0 to shard.count - 1.
+    #[arg(long = "shard.index", default_value_t = 0)]
+    shard_index: u64,
+    /// Take the index from the host name's -<ordinal> suffix, as a
+    /// StatefulSet names its pods (mcpmon-2 is index 2).
+    #[arg(long = "shard.index-from-hostname", conflicts_with = "shard_index")]
+    shard_index_from_hostname: bool,
     /// Async runtime worker threads; 0 means one per core. One thread
     /// costs the least CPU per probe (no wake-ups across threads) and holds
     /// 10 000 servers at one probe per 10 s with room to spare; add threads
@@ -201,6 +214,11 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                 .config_file
                 .context("--config.file is required (or use a subcommand; see --help)")?;
             let cfg = config::load(&file).map_err(|e| anyhow::anyhow!("invalid config:\n{e}"))?;
+            let shard = if cli.shard_index_from_hostname {
+                Shard::from_hostname(&hostname()?, cli.shard_count)?
+            } else {
+                Shard::new(cli.shard_index, cli.shard_count)?
+            };
             let web = match &cli.web_config {
                 Some(path) => mcpmon::output::web::Web::load(path)?,
                 None => mcpmon::output::web::Web::default(),
@@ -228,6 +246,7 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                     reload: Some(sighup_reloads()?),
                     telemetry_path: Some(cli.telemetry_path.clone()),
                     extra_listeners: listeners,
+                    shard,
                 };
                 mcpmon::run_with(cfg, listener, shutdown_signal(), options).await?;
                 anyhow::Ok(())
@@ -235,6 +254,13 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// This host's name, as the kernel has it (a Kubernetes pod's name).
+fn hostname() -> anyhow::Result<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .context("reading the host name for --shard.index-from-hostname")?;
+    Ok(name.trim().to_owned())
 }
 
 fn check_config(file: &Path) -> ExitCode {

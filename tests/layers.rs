@@ -2,7 +2,7 @@
 //! modules of lower layers (or its own), so data flows one way and there is
 //! no import circle. Layers, lowest first:
 //!
-//! config, redact → transport → probe → state → supervise, output → oneshot,
+//! config, redact → transport, discovery → probe → state → supervise, output → oneshot,
 //! lib, main, fuzzing.
 
 use std::path::Path;
@@ -11,11 +11,11 @@ use std::path::Path;
 fn layer(module: &str) -> Option<u8> {
     Some(match module {
         "config" | "redact" => 0,
-        "transport" => 1,
+        "transport" | "discovery" => 1,
         "probe" => 2,
         "state" => 3,
         "supervise" | "output" => 4,
-        "oneshot" | "lib" | "main" | "fuzzing" => 5,
+        "oneshot" | "lib" | "main" | "fuzzing" | "fleet" => 5,
         _ => return None,
     })
 }

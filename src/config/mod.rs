@@ -4,9 +4,14 @@
 //! is either a fully resolved [`Config`] or every problem found, each naming
 //! `file:line:column`. Nothing here starts tasks or touches the network.
 
+mod discovery;
 mod locate;
 mod raw;
 mod validate;
+
+pub use discovery::{
+    Entries, EntrySource, FileSd, HttpSd, Rejected, Rejection, SdTls, Trust, parse_entries,
+};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -96,7 +101,7 @@ impl Protocol {
 macro_rules! tunables {
     ($( $(#[doc = $doc:literal])* $name:ident : $ty:ty = $default:expr ;)*) => {
         /// Tunables as written in the file (`global:` or one server); all optional.
-        #[derive(Clone, Debug, Default, Deserialize)]
+        #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
         #[serde(deny_unknown_fields)]
         pub struct TunablesFile {
             $( $(#[doc = $doc])* #[serde(default)] pub $name: Option<$ty>, )*
@@ -377,14 +382,27 @@ pub struct Config {
     pub fleet: FleetPolicy,
     /// Servers in file order.
     pub servers: Vec<ServerSpec>,
+    /// Where each server was written (`file servers[i]`), by id, to name
+    /// both origins of a duplicate id.
+    pub origins: BTreeMap<String, String>,
+    /// `global:` as written, which discovered entries resolve against too.
+    pub global: TunablesFile,
+    /// Files of server entries, watched.
+    pub file_sd: Vec<FileSd>,
+    /// Endpoints returning server entries, polled.
+    pub http_sd: Vec<HttpSd>,
     /// Risky but valid settings, with positions.
     pub warnings: Vec<ConfigError>,
 }
 
 impl Config {
-    /// Every server's secrets.
+    /// Every server's secrets, and those of the discovery endpoints.
     pub fn secrets(&self) -> Vec<String> {
-        self.servers.iter().flat_map(ServerSpec::secrets).collect()
+        let mut out: Vec<String> = self.servers.iter().flat_map(ServerSpec::secrets).collect();
+        for sd in &self.http_sd {
+            out.extend(sd.secrets());
+        }
+        out
     }
 }
 

@@ -16,6 +16,48 @@ pub(super) struct FileDoc {
     pub(super) fleet: FleetPolicy,
     #[serde(default)]
     pub(super) servers: Vec<ServerFile>,
+    #[serde(default)]
+    pub(super) file_sd_configs: Vec<FileSdFile>,
+    #[serde(default)]
+    pub(super) http_sd_configs: Vec<HttpSdFile>,
+}
+
+/// One `file_sd_configs` entry, as Prometheus writes it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileSdFile {
+    pub(super) files: Vec<String>,
+    pub(super) refresh_interval: Option<Dur>,
+    #[serde(default)]
+    pub(super) labels: BTreeMap<String, String>,
+}
+
+/// One `http_sd_configs` entry, as Prometheus writes it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct HttpSdFile {
+    pub(super) url: String,
+    pub(super) refresh_interval: Option<Dur>,
+    #[serde(default)]
+    pub(super) headers: BTreeMap<String, String>,
+    pub(super) bearer_token_env: Option<String>,
+    #[serde(default)]
+    pub(super) tls: SdTlsFile,
+    #[serde(default)]
+    pub(super) labels: BTreeMap<String, String>,
+    /// The endpoint's entries may start processes (`transport: stdio`).
+    #[serde(default)]
+    pub(super) allow_stdio: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SdTlsFile {
+    pub(super) ca_file: Option<String>,
+    pub(super) cert_file: Option<String>,
+    pub(super) key_file: Option<String>,
+    #[serde(default)]
+    pub(super) insecure_skip_verify: bool,
 }
 
 #[derive(Debug, Deserialize)]

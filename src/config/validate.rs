@@ -5,7 +5,8 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::locate::{Seg, locate};
-use super::raw::{FileDoc, ServerFile, TransportKind};
+use super::discovery::{FILE_SD_REFRESH, HTTP_SD_REFRESH};
+use super::raw::{FileDoc, FileSdFile, HttpSdFile, ServerFile, TransportKind};
 use super::*;
 
 /// See [`super::parse`].
@@ -14,20 +15,15 @@ pub(super) fn parse(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigErrors> {
-    let mut v = Validator {
-        expanded: Vec::new(),
-        path,
-        text,
-        env,
-        errors: Vec::new(),
-        warnings: Vec::new(),
-    };
+    let mut v = Validator::new(path, text, env, Trust::Local);
     let mut config = match yaml_serde::from_str::<FileDoc>(text) {
-        Ok(doc) => v.check(
-            doc.global,
-            doc.fleet,
-            doc.servers.into_iter().enumerate().collect(),
-        ),
+        Ok(doc) => v.check(Doc {
+            global: doc.global,
+            fleet: doc.fleet,
+            servers: doc.servers.into_iter().enumerate().collect(),
+            file_sd: doc.file_sd_configs,
+            http_sd: doc.http_sd_configs,
+        }),
         Err(e) => {
             let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
             let first = ConfigError {
@@ -78,17 +74,137 @@ pub(super) fn strip_position(message: &str) -> String {
     format!("{}{}", &message[..start], &col[digits(col)..])
 }
 
+/// The main file's parts, each deserialized (or left at its default when
+/// it failed, with the error recorded).
+struct Doc {
+    global: TunablesFile,
+    fleet: FleetPolicy,
+    servers: Vec<(usize, ServerFile)>,
+    file_sd: Vec<FileSdFile>,
+    http_sd: Vec<HttpSdFile>,
+}
+
+/// See [`super::parse_entries`].
+pub(super) fn parse_entries(
+    origin: &Path,
+    text: &str,
+    global: &TunablesFile,
+    source: &super::EntrySource,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<super::Entries, ConfigError> {
+    let whole = |line, column, message: String| ConfigError {
+        file: origin.to_owned(),
+        line,
+        column,
+        message,
+    };
+    let list = match yaml_serde::from_str::<yaml_serde::Value>(text) {
+        Ok(yaml_serde::Value::Sequence(list)) => list,
+        Ok(yaml_serde::Value::Null) => Vec::new(),
+        Ok(_) => {
+            return Err(whole(1, 1, "expected a list of server entries".to_owned()));
+        }
+        Err(e) => {
+            let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
+            return Err(whole(line, column, strip_position(&e.to_string())));
+        }
+    };
+    let mut v = Validator::new(origin, text, env, source.trust);
+    v.base = source.base.to_owned();
+    let mut out = super::Entries::default();
+    let mut seen = HashSet::new();
+    for (i, entry) in list.into_iter().enumerate() {
+        let at = [Seg::Index(i)];
+        let mut found = Vec::new();
+        let Some(mut s) = v.part::<ServerFile>(entry, &at, &format!("[{i}]"), &mut found) else {
+            out.rejected.push(super::Rejected {
+                reason: super::Rejection::Invalid,
+                errors: found,
+            });
+            continue;
+        };
+        if source.trust == (Trust::Remote { allow_stdio: false })
+            && matches!(s.transport, TransportKind::Stdio)
+        {
+            let e = v.at(
+                &[Seg::Index(i), Seg::key("transport")],
+                format!(
+                    "server {:?}: an http_sd entry may not start a process (transport: stdio); \
+                     set allow_stdio: true on this http_sd config to allow it",
+                    s.id
+                ),
+            );
+            out.rejected.push(super::Rejected {
+                reason: super::Rejection::StdioRefused,
+                errors: vec![e],
+            });
+            continue;
+        }
+        for (k, value) in source.labels {
+            s.labels.entry(k.clone()).or_insert_with(|| value.clone());
+        }
+        let spec = v.check_server(s, global, &at, &mut seen);
+        let errors = std::mem::take(&mut v.errors);
+        match spec {
+            Some(spec) if errors.is_empty() => out
+                .servers
+                .push((spec, format!("{} [{i}]", origin.display()))),
+            _ => out.rejected.push(super::Rejected {
+                reason: super::Rejection::Invalid,
+                errors,
+            }),
+        }
+    }
+    out.warnings = v.warnings;
+    Ok(out)
+}
+
 pub(super) struct Validator<'a> {
     /// Values `${VAR}` expanded to, in order.
     expanded: Vec<String>,
     path: &'a Path,
+    /// Relative commands, cwds and files are resolved against this.
+    base: PathBuf,
     text: &'a str,
     env: &'a dyn Fn(&str) -> Option<String>,
+    /// Who wrote the text.
+    trust: Trust,
     errors: Vec<ConfigError>,
     warnings: Vec<ConfigError>,
 }
 
-impl Validator<'_> {
+impl<'a> Validator<'a> {
+    fn new(
+        path: &'a Path,
+        text: &'a str,
+        env: &'a dyn Fn(&str) -> Option<String>,
+        trust: Trust,
+    ) -> Validator<'a> {
+        Validator {
+            expanded: Vec::new(),
+            path,
+            base: path.parent().unwrap_or(Path::new(".")).to_owned(),
+            text,
+            env,
+            trust,
+            errors: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Refuse a key that reads mcpmon's environment or files in an entry
+    /// an HTTP endpoint wrote.
+    fn local_only(&mut self, at: &[Seg], key: &str) -> bool {
+        if matches!(self.trust, Trust::Remote { .. }) {
+            self.error(
+                at,
+                format!("`{key}` reads mcpmon's own environment or files; an http_sd entry may not use it"),
+            );
+            return false;
+        }
+        true
+    }
+
     fn at(&self, at: &[Seg], message: String) -> ConfigError {
         let (line, column) = locate(self.text, at).unwrap_or((0, 0));
         ConfigError {
@@ -113,9 +229,13 @@ impl Validator<'_> {
     /// own, report every part that fails (with `first`, the whole
     /// document's error, where it is one of them), and check the rest.
     fn check_leniently(&mut self, value: yaml_serde::Value, first: ConfigError) -> Config {
-        let mut global = TunablesFile::default();
-        let mut fleet = FleetPolicy::default();
-        let mut servers = Vec::new();
+        let mut doc = Doc {
+            global: TunablesFile::default(),
+            fleet: FleetPolicy::default(),
+            servers: Vec::new(),
+            file_sd: Vec::new(),
+            http_sd: Vec::new(),
+        };
         let mut found = Vec::new();
         match value {
             yaml_serde::Value::Mapping(m) => {
@@ -123,15 +243,21 @@ impl Validator<'_> {
                     let key = k.as_str().unwrap_or("").to_owned();
                     let at = vec![Seg::key(&key)];
                     match key.as_str() {
-                        "global" => global = self.part(v, &at, "global", &mut found).unwrap_or_default(),
-                        "fleet" => fleet = self.part(v, &at, "fleet", &mut found).unwrap_or_default(),
+                        "global" => doc.global = self.part(v, &at, "global", &mut found).unwrap_or_default(),
+                        "fleet" => doc.fleet = self.part(v, &at, "fleet", &mut found).unwrap_or_default(),
+                        "file_sd_configs" => {
+                            doc.file_sd = self.part(v, &at, "file_sd_configs", &mut found).unwrap_or_default()
+                        }
+                        "http_sd_configs" => {
+                            doc.http_sd = self.part(v, &at, "http_sd_configs", &mut found).unwrap_or_default()
+                        }
                         "servers" => match v {
                             yaml_serde::Value::Sequence(list) => {
                                 for (i, entry) in list.into_iter().enumerate() {
                                     let at = vec![Seg::key("servers"), Seg::Index(i)];
                                     let name = format!("servers[{i}]");
                                     if let Some(s) = self.part(entry, &at, &name, &mut found) {
-                                        servers.push((i, s));
+                                        doc.servers.push((i, s));
                                     }
                                 }
                             }
@@ -140,7 +266,7 @@ impl Validator<'_> {
                         },
                         other => found.push(self.at(
                             &at,
-                            format!("unknown field `{other}`, expected one of `global`, `fleet`, `servers`"),
+                            format!("unknown field `{other}`, expected one of `global`, `fleet`, `servers`, `file_sd_configs`, `http_sd_configs`"),
                         )),
                     }
                 }
@@ -156,7 +282,7 @@ impl Validator<'_> {
         found.retain(|e| problem(&e.message) != problem(&first.message));
         self.errors.push(first);
         self.errors.extend(found);
-        self.check(global, fleet, servers)
+        self.check(doc)
     }
 
     /// One part of the document, or its error (prefixed with `name`).
@@ -193,12 +319,14 @@ impl Validator<'_> {
         }
     }
 
-    fn check(
-        &mut self,
-        doc_global: TunablesFile,
-        doc_fleet: FleetPolicy,
-        doc_servers: Vec<(usize, ServerFile)>,
-    ) -> Config {
+    fn check(&mut self, doc: Doc) -> Config {
+        let Doc {
+            global: doc_global,
+            fleet: doc_fleet,
+            servers: doc_servers,
+            file_sd,
+            http_sd,
+        } = doc;
         let g = [Seg::key("global")];
         self.check_tunables(&doc_global, &g);
         let global = Settings::resolve(&doc_global, &TunablesFile::default());
@@ -216,19 +344,141 @@ impl Validator<'_> {
         }
         let mut seen = HashSet::new();
         let mut servers = Vec::new();
+        let mut origins = BTreeMap::new();
         for (i, server) in doc_servers {
             let at = [Seg::key("servers"), Seg::Index(i)];
             if let Some(spec) = self.check_server(server, &doc_global, &at, &mut seen) {
+                origins.insert(
+                    spec.id.clone(),
+                    format!("{} servers[{i}]", self.path.display()),
+                );
                 servers.push(spec);
             }
         }
+        let file_sd = file_sd
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, f)| self.file_sd(f, &[Seg::key("file_sd_configs"), Seg::Index(i)]))
+            .collect();
+        let http_sd = http_sd
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, h)| self.http_sd(h, &[Seg::key("http_sd_configs"), Seg::Index(i)]))
+            .collect();
         Config {
             path: self.path.to_owned(),
             fleet: doc_fleet,
             servers,
+            origins,
+            global: doc_global,
+            file_sd,
+            http_sd,
             warnings: Vec::new(),
         }
     }
+
+    /// A `file_sd_configs` entry: patterns in Prometheus's form
+    /// (`^[^*]*(\*[^/]*)?\.(json|yml|yaml)$`), relative to the config file.
+    fn file_sd(&mut self, f: FileSdFile, at: &[Seg]) -> Option<FileSd> {
+        let sub = |name: &str| {
+            let mut p = at.to_vec();
+            p.push(Seg::key(name));
+            p
+        };
+        if f.files.is_empty() {
+            self.error(&sub("files"), "file_sd_configs: `files` needs at least one pattern".to_owned());
+        }
+        let mut files = Vec::new();
+        for (i, pattern) in f.files.iter().enumerate() {
+            let mut p = sub("files");
+            p.push(Seg::Index(i));
+            let (dir, name) = match pattern.rsplit_once('/') {
+                Some((d, n)) => (d, n),
+                None => ("", pattern.as_str()),
+            };
+            let lower = name.to_ascii_lowercase();
+            let ext_ok = [".json", ".yml", ".yaml"].iter().any(|e| lower.ends_with(e));
+            if dir.contains('*') || name.matches('*').count() > 1 || !ext_ok {
+                self.error(
+                    &p,
+                    format!(
+                        "file pattern {pattern:?}: only the file name may hold one `*`, and it must end in .json, .yml or .yaml"
+                    ),
+                );
+                continue;
+            }
+            if let Err(e) = glob::Pattern::new(name) {
+                self.error(&p, format!("file pattern {pattern:?}: {e}"));
+                continue;
+            }
+            files.push(self.base.join(pattern));
+        }
+        let refresh_interval = f.refresh_interval.map_or(FILE_SD_REFRESH, |d| d.0);
+        if refresh_interval.is_zero() {
+            self.error(&sub("refresh_interval"), "refresh_interval must be greater than zero".to_owned());
+        }
+        self.labels(&f.labels, &sub("labels"));
+        Some(FileSd {
+            files,
+            refresh_interval,
+            labels: f.labels,
+        })
+    }
+
+    /// An `http_sd_configs` entry.
+    fn http_sd(&mut self, h: HttpSdFile, at: &[Seg]) -> Option<HttpSd> {
+        let sub = |name: &str| {
+            let mut p = at.to_vec();
+            p.push(Seg::key(name));
+            p
+        };
+        let expanded = self.expand(&h.url, &sub("url"));
+        let url = match reqwest::Url::parse(&expanded) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") => u,
+            _ => {
+                self.error(&sub("url"), format!("http_sd url {:?} is not an http(s) URL", h.url));
+                return None;
+            }
+        };
+        let refresh_interval = h.refresh_interval.map_or(HTTP_SD_REFRESH, |d| d.0);
+        if refresh_interval.is_zero() {
+            self.error(&sub("refresh_interval"), "refresh_interval must be greater than zero".to_owned());
+        }
+        let headers = self.headers(&h.headers, &sub("headers"));
+        let bearer_token = h
+            .bearer_token_env
+            .as_deref()
+            .and_then(|var| self.env_secret(var, &sub("bearer_token_env")));
+        let mut file = |name: &str, value: &Option<String>| -> Option<PathBuf> {
+            let path = self.base.join(value.as_deref()?);
+            if let Err(e) = std::fs::metadata(&path) {
+                let mut p = sub("tls");
+                p.push(Seg::key(name));
+                self.error(&p, format!("cannot read {}: {e}", path.display()));
+            }
+            Some(path)
+        };
+        let tls = SdTls {
+            ca_file: file("ca_file", &h.tls.ca_file),
+            cert_file: file("cert_file", &h.tls.cert_file),
+            key_file: file("key_file", &h.tls.key_file),
+            insecure_skip_verify: h.tls.insecure_skip_verify,
+        };
+        if tls.cert_file.is_some() != tls.key_file.is_some() {
+            self.error(&sub("tls"), "set both cert_file and key_file, or neither".to_owned());
+        }
+        self.labels(&h.labels, &sub("labels"));
+        Some(HttpSd {
+            url,
+            refresh_interval,
+            headers,
+            bearer_token,
+            tls,
+            labels: h.labels,
+            allow_stdio: h.allow_stdio,
+        })
+    }
+
 
     fn check_server(
         &mut self,
@@ -370,7 +620,7 @@ impl Validator<'_> {
                     self.error(at, format!("server {:?}: stdio needs `command`", s.id));
                     return None;
                 };
-                let base = self.path.parent().unwrap_or(Path::new("."));
+                let base = self.base.clone();
                 let command = PathBuf::from(command);
                 let command = if command.is_relative() && command.components().count() > 1 {
                     base.join(command)
@@ -435,36 +685,11 @@ impl Validator<'_> {
                         return None;
                     }
                 };
-                let mut headers = Vec::new();
-                for (k, v) in &s.headers {
-                    let mut p = field("headers");
-                    p.push(Seg::key(k));
-                    if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err() {
-                        self.error(&p, format!("invalid header name {k:?}"));
-                        continue;
-                    }
-                    let value = self.expand(v, &p);
-                    if reqwest::header::HeaderValue::from_str(&value).is_err() {
-                        self.error(
-                            &p,
-                            format!("header {k:?} has a value that is not valid in HTTP"),
-                        );
-                        continue;
-                    }
-                    headers.push((k.clone(), Secret(value)));
-                }
-                let bearer_token = s.bearer_token_env.as_deref().and_then(|var| {
-                    let token = (self.env)(var);
-                    if token.is_none() {
-                        self.error(
-                            &field("bearer_token_env"),
-                            format!(
-                                "environment variable {var:?} named by bearer_token_env is not set"
-                            ),
-                        );
-                    }
-                    token.map(Secret)
-                });
+                let headers = self.headers(&s.headers, &field("headers"));
+                let bearer_token = s
+                    .bearer_token_env
+                    .as_deref()
+                    .and_then(|var| self.env_secret(var, &field("bearer_token_env")));
                 if s.oauth2.is_some() && s.bearer_token_env.is_some() {
                     self.error(
                         &field("oauth2"),
@@ -483,10 +708,71 @@ impl Validator<'_> {
                 }
             }
         };
+        let labels = self.labels(&s.labels, &field("labels"));
+        let expanded = self
+            .expanded
+            .split_off(expanded_from)
+            .into_iter()
+            .map(Secret::new)
+            .collect();
+        Some(ServerSpec {
+            id: s.id,
+            transport,
+            settings,
+            protocol,
+            tool_probes,
+            expanded,
+            expected_tools: s.expected_tools,
+            labels,
+        })
+    }
+
+    /// Request headers written at `at`: valid names and values, `${VAR}`
+    /// expanded, values kept as secrets.
+    fn headers(&mut self, map: &BTreeMap<String, String>, at: &[Seg]) -> Vec<(String, Secret)> {
+        let mut headers = Vec::new();
+        for (k, v) in map {
+            let mut p = at.to_vec();
+            p.push(Seg::key(k));
+            if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err() {
+                self.error(&p, format!("invalid header name {k:?}"));
+                continue;
+            }
+            let value = self.expand(v, &p);
+            if reqwest::header::HeaderValue::from_str(&value).is_err() {
+                self.error(
+                    &p,
+                    format!("header {k:?} has a value that is not valid in HTTP"),
+                );
+                continue;
+            }
+            headers.push((k.clone(), Secret(value)));
+        }
+        headers
+    }
+
+    /// The value of the environment variable a `*_env` key names.
+    fn env_secret(&mut self, var: &str, at: &[Seg]) -> Option<Secret> {
+        if !self.local_only(at, "bearer_token_env") {
+            return None;
+        }
+        let token = (self.env)(var);
+        if token.is_none() {
+            self.error(
+                at,
+                format!("environment variable {var:?} named by bearer_token_env is not set"),
+            );
+        }
+        token.map(Secret)
+    }
+
+    /// Operator labels written at `at`, with the names they are exported
+    /// under, sorted by those (exposition order, once, so no scrape sorts).
+    fn labels(&mut self, map: &BTreeMap<String, String>, at: &[Seg]) -> Vec<super::Label> {
         let mut labels: Vec<super::Label> = Vec::new();
-        for (name, value) in &s.labels {
+        for (name, value) in map {
             let exported = super::exported_label_name(name);
-            let mut p = field("labels");
+            let mut p = at.to_vec();
             p.push(Seg::key(name));
             if name.is_empty() {
                 self.error(&p, "a label needs a name".to_owned());
@@ -506,24 +792,8 @@ impl Validator<'_> {
                 });
             }
         }
-        // In exposition order, once, so no scrape sorts them.
         labels.sort_by(|a, b| a.exported.cmp(&b.exported));
-        let expanded = self
-            .expanded
-            .split_off(expanded_from)
-            .into_iter()
-            .map(Secret::new)
-            .collect();
-        Some(ServerSpec {
-            id: s.id,
-            transport,
-            settings,
-            protocol,
-            tool_probes,
-            expanded,
-            expected_tools: s.expected_tools,
-            labels,
-        })
+        labels
     }
 
     /// Range and consistency checks on tunables written at `at`.
@@ -707,8 +977,10 @@ impl Validator<'_> {
         let client_secret = match (&o.client_secret, &o.client_secret_file) {
             (Some(s), None) => self.expand(s, &sub("client_secret")),
             (None, Some(f)) => {
-                let base = self.path.parent().unwrap_or(Path::new("."));
-                match std::fs::read_to_string(base.join(f)) {
+                if !self.local_only(&sub("client_secret_file"), "client_secret_file") {
+                    return None;
+                }
+                match std::fs::read_to_string(self.base.join(f)) {
                     Ok(s) => s.trim().to_owned(),
                     Err(e) => {
                         self.error(
@@ -764,6 +1036,10 @@ impl Validator<'_> {
     }
 
     fn expand(&mut self, raw: &str, at: &[Seg]) -> String {
+        // An endpoint's entry names no variable: `${VAR}` stays as written.
+        if matches!(self.trust, Trust::Remote { .. }) {
+            return raw.to_owned();
+        }
         let mut out = String::with_capacity(raw.len());
         let mut rest = raw;
         while let Some(start) = rest.find("${") {

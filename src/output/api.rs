@@ -34,6 +34,8 @@ pub struct ApiState {
     pub rendered: Arc<SharedRender>,
     /// Where the exposition is served (`--web.telemetry-path`).
     pub telemetry_path: String,
+    /// This replica's share of the fleet: `/health/fleet` speaks for it only.
+    pub shard: crate::discovery::Shard,
 }
 
 /// What a reload changed, as `POST /-/reload` answers it.
@@ -318,11 +320,16 @@ async fn fleet(
 ) -> Response {
     let snap = st.fleet.borrow().clone();
     let (state, meets) = snap.verdict();
+    let shard = ShardView {
+        index: st.shard.index,
+        count: st.shard.count,
+    };
     // Serialized straight from borrowed views: no JSON value tree per server.
     let body = off_worker(move || {
         serde_json::to_vec(&FleetView {
             status: state,
             generation: snap.generation,
+            shard,
             summary: snap.summary(),
             policy: PolicyView {
                 min_available_percentage: snap.policy.min_available_percentage,
@@ -349,10 +356,18 @@ async fn fleet(
 struct FleetView<'a> {
     status: State,
     generation: u64,
+    /// The servers counted are this shard's only.
+    shard: ShardView,
     summary: crate::state::Summary,
     policy: PolicyView,
     #[serde(skip_serializing_if = "Option::is_none")]
     servers: Option<Servers<'a>>,
+}
+
+#[derive(Serialize)]
+struct ShardView {
+    index: u64,
+    count: u64,
 }
 
 #[derive(Serialize)]

@@ -487,7 +487,20 @@ pub struct Metrics {
     pub http_requests: prometheus::IntCounterVec,
     /// `mcpmon_http_request_duration_seconds{handler}`
     pub http_duration: prometheus::HistogramVec,
+    /// `mcpmon_sd_refresh_failures_total{mechanism}`
+    sd_failures: prometheus::IntCounterVec,
+    /// `mcpmon_sd_servers{mechanism}`
+    sd_servers: IntGaugeVec,
+    /// `mcpmon_sd_entries_rejected_total{mechanism, reason}`
+    sd_rejected: prometheus::IntCounterVec,
+    /// `mcpmon_shard_info{index, count}`
+    shard_info: IntGaugeVec,
 }
+
+/// Discovery mechanisms, as the `mechanism` label (Prometheus's values).
+pub const SD_MECHANISMS: [&str; 2] = ["file", "http"];
+/// Why a discovered entry is left out, as the `reason` label.
+pub const SD_REJECTIONS: [&str; 3] = ["invalid", "stdio_refused", "duplicate"];
 
 fn opts(name: &str, help: &str) -> Opts {
     Opts::new(name, help).namespace("mcpmon")
@@ -528,7 +541,42 @@ impl Metrics {
                 .buckets(vec![0.001, 0.005, 0.025, 0.1, 0.5, 2.5, 10.0]),
                 &["handler"],
             )?,
+            sd_failures: prometheus::IntCounterVec::new(
+                opts(
+                    "sd_refresh_failures_total",
+                    "Discovery refreshes that failed (unreadable, unreachable or not a list); the source keeps its last good list.",
+                ),
+                &["mechanism"],
+            )?,
+            sd_servers: IntGaugeVec::new(
+                opts(
+                    "sd_servers",
+                    "Valid servers each discovery mechanism currently returns, before sharding.",
+                ),
+                &["mechanism"],
+            )?,
+            sd_rejected: prometheus::IntCounterVec::new(
+                opts(
+                    "sd_entries_rejected_total",
+                    "Discovered entries left out: invalid, stdio_refused (an http_sd entry asked to start a process), duplicate (id already taken).",
+                ),
+                &["mechanism", "reason"],
+            )?,
+            shard_info: IntGaugeVec::new(
+                opts(
+                    "shard_info",
+                    "This replica's shard: it monitors the servers whose id hashes to index (hashmod of count). Always 1.",
+                ),
+                &["index", "count"],
+            )?,
         };
+        for mechanism in SD_MECHANISMS {
+            m.sd_failures.with_label_values(&[mechanism]);
+            m.sd_servers.with_label_values(&[mechanism]);
+            for reason in SD_REJECTIONS {
+                m.sd_rejected.with_label_values(&[mechanism, reason]);
+            }
+        }
         let build = IntGaugeVec::new(
             opts("build_info", "Build of mcpmon (always 1)."),
             &["version", "revision"],
@@ -543,6 +591,10 @@ impl Metrics {
         r.register(Box::new(m.config_reload_time.clone()))?;
         r.register(Box::new(m.http_requests.clone()))?;
         r.register(Box::new(m.http_duration.clone()))?;
+        r.register(Box::new(m.sd_failures.clone()))?;
+        r.register(Box::new(m.sd_servers.clone()))?;
+        r.register(Box::new(m.sd_rejected.clone()))?;
+        r.register(Box::new(m.shard_info.clone()))?;
         // process_* (memory, fds, CPU) of mcpmon itself, read from /proc at scrape time.
         r.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
@@ -560,6 +612,41 @@ impl Metrics {
                     .map_or(0.0, |d| d.as_secs_f64()),
             );
         }
+        self.version
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// This replica's shard (`index` of `count`; 0 of 1 when unsharded).
+    pub fn set_shard(&self, index: u64, count: u64) {
+        self.shard_info
+            .with_label_values(&[&index.to_string(), &count.to_string()])
+            .set(1);
+        self.bump();
+    }
+
+    /// A discovery refresh of `mechanism` failed.
+    pub fn record_sd_failure(&self, mechanism: &str) {
+        self.sd_failures.with_label_values(&[mechanism]).inc();
+        self.bump();
+    }
+
+    /// Entries of `mechanism` left out for `reason` (see [`SD_REJECTIONS`]).
+    pub fn record_sd_rejected(&self, mechanism: &str, reason: &str, n: u64) {
+        self.sd_rejected
+            .with_label_values(&[mechanism, reason])
+            .inc_by(n);
+        self.bump();
+    }
+
+    /// Valid servers `mechanism` returns now.
+    pub fn set_sd_servers(&self, mechanism: &str, n: usize) {
+        self.sd_servers
+            .with_label_values(&[mechanism])
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+        self.bump();
+    }
+
+    fn bump(&self) {
         self.version
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }

@@ -1,0 +1,158 @@
+//! Discovery in Prometheus's shape: `file_sd_configs` and `http_sd_configs`
+//! as written in the main file, and the lists of server entries they
+//! return, validated entry by entry so that a bad entry never stops the rest.
+//!
+//! What a source may ask for depends on who wrote it. Files on the local
+//! disk are the operator's, like the main file. An HTTP endpoint is not:
+//! its entries may not start processes unless the main file allows it for
+//! that endpoint, and may never read mcpmon's environment or files (no
+//! `${VAR}`, no `bearer_token_env`, no `client_secret_file`), since whatever
+//! they read would be sent to a URL the endpoint chose.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{ConfigError, Secret, ServerSpec, TunablesFile};
+
+/// Prometheus's file_sd default.
+pub(super) const FILE_SD_REFRESH: Duration = Duration::from_secs(300);
+/// Prometheus's http_sd default.
+pub(super) const HTTP_SD_REFRESH: Duration = Duration::from_secs(60);
+
+/// One `file_sd_configs` entry, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FileSd {
+    /// Patterns, absolute or relative to the config file; only the last
+    /// path component may hold a `*` (Prometheus's rule).
+    pub files: Vec<PathBuf>,
+    /// Files are read again this often, besides on every change seen.
+    pub refresh_interval: Duration,
+    /// Labels given to every entry (an entry's own label wins).
+    pub labels: BTreeMap<String, String>,
+}
+
+/// TLS for an http_sd endpoint.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SdTls {
+    /// CA bundle to verify the endpoint with, instead of the system roots.
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate (PEM), with `key_file`.
+    pub cert_file: Option<PathBuf>,
+    /// Client key (PEM).
+    pub key_file: Option<PathBuf>,
+    /// Accept any certificate (testing only).
+    pub insecure_skip_verify: bool,
+}
+
+/// One `http_sd_configs` entry, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpSd {
+    /// The endpoint returning a JSON list of server entries.
+    pub url: reqwest::Url,
+    /// How often it is asked.
+    pub refresh_interval: Duration,
+    /// Extra request headers; values are secrets.
+    pub headers: Vec<(String, Secret)>,
+    /// `Authorization: Bearer` token.
+    pub bearer_token: Option<Secret>,
+    /// Certificates.
+    pub tls: SdTls,
+    /// Labels given to every entry (an entry's own label wins).
+    pub labels: BTreeMap<String, String>,
+    /// Whether its entries may start processes.
+    pub allow_stdio: bool,
+}
+
+impl HttpSd {
+    /// Values that must never be published.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .headers
+            .iter()
+            .map(|(_, v)| v.expose().to_owned())
+            .collect();
+        out.extend(self.bearer_token.iter().map(|t| t.expose().to_owned()));
+        out.extend(self.url.query().map(str::to_owned));
+        out.extend(self.url.password().map(str::to_owned));
+        out.retain(|s| s.len() >= 4);
+        out
+    }
+}
+
+/// Who wrote a list of entries, which decides what they may ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trust {
+    /// A file on the local disk: as trusted as the main file.
+    Local,
+    /// An HTTP endpoint.
+    Remote {
+        /// The main file allows its entries to start processes.
+        allow_stdio: bool,
+    },
+}
+
+/// Where a list of entries came from.
+#[derive(Clone, Copy, Debug)]
+pub struct EntrySource<'a> {
+    /// What its entries may ask for.
+    pub trust: Trust,
+    /// Labels added to every entry that does not set them itself.
+    pub labels: &'a BTreeMap<String, String>,
+    /// Relative commands, cwds and files are resolved against this.
+    pub base: &'a Path,
+}
+
+/// Why an entry was left out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// It does not validate.
+    Invalid,
+    /// An untrusted source asked to start a process.
+    StdioRefused,
+}
+
+impl Rejection {
+    /// The `reason` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::Invalid => "invalid",
+            Rejection::StdioRefused => "stdio_refused",
+        }
+    }
+}
+
+/// One entry left out, with every problem it has.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rejected {
+    /// Why.
+    pub reason: Rejection,
+    /// Each problem, with its position in the source.
+    pub errors: Vec<ConfigError>,
+}
+
+/// The entries of one source: the valid ones, each with its origin, and
+/// the rest.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Entries {
+    /// Valid servers and where each was written (`source [i]`).
+    pub servers: Vec<(ServerSpec, String)>,
+    /// Entries left out.
+    pub rejected: Vec<Rejected>,
+    /// Risky but valid settings.
+    pub warnings: Vec<ConfigError>,
+}
+
+/// Validate a list of server entries (YAML or JSON) read from `origin`,
+/// resolving their tunables against the main file's `global:`. `Err` means
+/// the document itself is unusable (not YAML, not a list); the source then
+/// keeps its last good list.
+pub fn parse_entries(
+    origin: &Path,
+    text: &str,
+    global: &TunablesFile,
+    source: &EntrySource,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Entries, ConfigError> {
+    super::validate::parse_entries(origin, text, global, source, env)
+}

@@ -1,0 +1,143 @@
+//! A `file_sd_configs` source: reads every file its patterns match, when
+//! the files' directories change (inotify) and every `refresh_interval`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::Watcher;
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::{Document, MAX_DOCUMENT, Update};
+use crate::config::FileSd;
+
+/// A burst of events (an editor's save, a ConfigMap's symlink swap) is
+/// read once, after it has been quiet this long.
+const SETTLE: Duration = Duration::from_millis(200);
+
+/// Read the files now, and again on every change and every interval,
+/// until cancelled.
+pub(super) async fn run(id: u64, sd: FileSd, tx: mpsc::Sender<Update>, cancel: CancellationToken) {
+    let changed = Arc::new(Notify::new());
+    // Dropped (and the watch removed) when the task ends.
+    let _watcher = watch(&sd.files, changed.clone());
+    loop {
+        let files = sd.files.clone();
+        let documents = match tokio::task::spawn_blocking(move || read_all(&files)).await {
+            Ok(d) => d,
+            Err(e) => vec![Document {
+                origin: PathBuf::from("file_sd"),
+                text: Err(format!("reading the files failed: {e}")),
+            }],
+        };
+        if tx.send(Update { source: id, documents }).await.is_err() {
+            return;
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(sd.refresh_interval) => {}
+            _ = changed.notified() => {
+                // Wait for the burst to end.
+                loop {
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        _ = tokio::time::sleep(SETTLE) => break,
+                        _ = changed.notified() => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Watch the directories the patterns name (files come and go by rename,
+/// so the files themselves cannot be watched). Without a watch the interval
+/// still applies.
+fn watch(patterns: &[PathBuf], changed: Arc<Notify>) -> Option<notify::RecommendedWatcher> {
+    let mut watcher = match notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok() {
+            changed.notify_one();
+        }
+    }) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %e, "file_sd: cannot watch files; reading them every refresh_interval only");
+            return None;
+        }
+    };
+    let mut dirs: Vec<&Path> = patterns.iter().filter_map(|p| p.parent()).collect();
+    dirs.sort();
+    dirs.dedup();
+    for dir in dirs {
+        if let Err(e) = watcher.watch(dir, notify::RecursiveMode::NonRecursive) {
+            tracing::warn!(dir = %dir.display(), error = %e, "file_sd: cannot watch directory; reading it every refresh_interval only");
+        }
+    }
+    Some(watcher)
+}
+
+/// Every file the patterns match, sorted by path, each read or failed.
+fn read_all(patterns: &[PathBuf]) -> Vec<Document> {
+    let mut paths = Vec::new();
+    for pattern in patterns {
+        let (Some(dir), Some(name)) = (pattern.parent(), pattern.file_name()) else {
+            continue;
+        };
+        let Ok(glob) = glob::Pattern::new(&name.to_string_lossy()) else {
+            continue;
+        };
+        // A missing directory matches nothing, as Prometheus's glob does.
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let file_name = entry.file_name();
+            // Dot files are editors' temporaries and Kubernetes' `..data`.
+            let name = file_name.to_string_lossy();
+            if !name.starts_with('.') && glob.matches(&name) {
+                paths.push(entry.path());
+            }
+        }
+    }
+    paths.sort();
+    paths.dedup();
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let text = match std::fs::metadata(&path) {
+                Ok(m) if m.is_dir() => return None,
+                Ok(m) if m.len() > MAX_DOCUMENT => Err(format!(
+                    "file is {} bytes, more than the {MAX_DOCUMENT} a discovery file may hold",
+                    m.len()
+                )),
+                Ok(_) => std::fs::read_to_string(&path).map_err(|e| format!("cannot read: {e}")),
+                // Removed between listing and reading: gone.
+                Err(_) => return None,
+            };
+            Some(Document { origin: path, text })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_match_file_names_sorted_and_skip_dot_files() {
+        let dir = std::env::temp_dir().join(format!("mcpmon-filesd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["b.yaml", "a.yaml", ".a.yaml.swp", "c.json", "notes.txt"] {
+            std::fs::write(dir.join(name), "[]").unwrap();
+        }
+        let docs = read_all(&[dir.join("*.yaml"), dir.join("c.json"), dir.join("missing/*.yaml")]);
+        let names: Vec<String> = docs
+            .iter()
+            .map(|d| d.origin.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["a.yaml", "b.yaml", "c.json"]);
+        assert!(docs.iter().all(|d| d.text.as_deref() == Ok("[]")));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

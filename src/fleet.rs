@@ -1,0 +1,178 @@
+//! The set of servers this replica runs: the main file's, plus what its
+//! discovery sources return, cut down to this replica's shard, reconciled
+//! with the supervisors as one diff. A reload and a discovery change take
+//! the same path, so unchanged servers keep their sessions either way.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::discovery::{self, Discovered, Discovery, Mechanism, Report, Shard, Update};
+use crate::output::metrics::Metrics;
+use crate::redact;
+use crate::supervise::{Diff, Supervisors};
+
+/// The running fleet and where it comes from.
+pub(crate) struct Fleet {
+    /// The main file as last loaded.
+    pub config: Config,
+    /// What the supervisors run now (main file + discovered, this shard).
+    running: Config,
+    discovery: Discovery,
+    discovered: Discovered,
+    shard: Shard,
+    /// The supervisors.
+    pub supervisors: Supervisors,
+    metrics: Arc<Metrics>,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Relative paths in discovered entries are read from here.
+fn base(config: &Config) -> PathBuf {
+    config
+        .path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .to_owned()
+}
+
+impl Fleet {
+    /// Start the main file's servers of this shard, and its sources.
+    pub async fn start(
+        config: Config,
+        supervisors: Supervisors,
+        shard: Shard,
+        metrics: Arc<Metrics>,
+        updates: mpsc::Sender<Update>,
+        cancel: CancellationToken,
+    ) -> Fleet {
+        metrics.set_shard(shard.index, shard.count);
+        let mut fleet = Fleet {
+            running: Config {
+                servers: Vec::new(),
+                ..config.clone()
+            },
+            discovery: Discovery::new(updates, cancel),
+            discovered: Discovered::default(),
+            shard,
+            supervisors,
+            metrics,
+            config,
+        };
+        fleet.reload(fleet.config.clone()).await;
+        fleet
+    }
+
+    /// Take a new main file: its sources start or stop, and the servers are
+    /// reconciled.
+    pub async fn reload(&mut self, new: Config) -> Diff {
+        let sources = self.discovery.apply(&discovery::sources(&new));
+        let global_changed = new.global != self.config.global;
+        let report =
+            self.discovered
+                .set_sources(sources, &new.global, global_changed, &base(&new), &env);
+        self.tell(&report);
+        self.config = new;
+        self.reconcile().await
+    }
+
+    /// Take what sources read: validate what changed, and reconcile if any
+    /// list did.
+    pub async fn discovered(&mut self, updates: Vec<Update>) {
+        let mut changed = false;
+        for update in updates {
+            let report =
+                self.discovered
+                    .update(update, &self.config.global, &base(&self.config), &env);
+            self.tell(&report);
+            changed |= report.changed;
+        }
+        if changed {
+            let diff = self.reconcile().await;
+            if !(diff.added.is_empty() && diff.removed.is_empty() && diff.changed.is_empty()) {
+                tracing::info!(
+                    added = ?diff.added,
+                    removed = ?diff.removed,
+                    changed = ?diff.changed,
+                    kept = diff.kept,
+                    "discovered servers applied"
+                );
+            }
+        }
+    }
+
+    /// Log and count what a refresh found wrong.
+    fn tell(&self, report: &Report) {
+        for (mechanism, e) in &report.failures {
+            self.metrics.record_sd_failure(mechanism.as_str());
+            tracing::warn!(
+                mechanism = mechanism.as_str(),
+                error = %redact::redact(&e.to_string()),
+                "discovery refresh failed; the source keeps its last good list"
+            );
+        }
+        for (mechanism, reason, errors) in &report.rejected {
+            self.metrics
+                .record_sd_rejected(mechanism.as_str(), reason.as_str(), 1);
+            for e in errors {
+                tracing::error!(
+                    mechanism = mechanism.as_str(),
+                    reason = reason.as_str(),
+                    error = %redact::redact(&e.to_string()),
+                    "discovered entry left out"
+                );
+            }
+        }
+        for w in &report.warnings {
+            tracing::warn!(warning = %w, "risky configuration in a discovered entry");
+        }
+    }
+
+    /// Settle the full list and hand it to the supervisors.
+    async fn reconcile(&mut self) -> Diff {
+        let resolved = self.discovered.resolve(&self.config, self.shard);
+        for (mechanism, message) in &resolved.duplicates {
+            self.metrics
+                .record_sd_rejected(mechanism.as_str(), "duplicate", 1);
+            tracing::error!(
+                mechanism = mechanism.as_str(),
+                "{}",
+                redact::redact(message)
+            );
+        }
+        for mechanism in [Mechanism::File, Mechanism::Http] {
+            let n = resolved.counts.get(&mechanism).copied().unwrap_or(0);
+            self.metrics.set_sd_servers(mechanism.as_str(), n);
+        }
+        let next = Config {
+            servers: resolved.servers,
+            ..self.config.clone()
+        };
+        // Sessions being closed may still log the old values.
+        redact::set_secrets(
+            self.running
+                .secrets()
+                .into_iter()
+                .chain(next.secrets())
+                .collect(),
+        );
+        let diff = self
+            .supervisors
+            .apply(&next, crate::SHUTDOWN_DEADLINE)
+            .await;
+        redact::set_secrets(next.secrets());
+        self.running = next;
+        diff
+    }
+
+    /// How many servers run now.
+    pub fn len(&self) -> usize {
+        self.running.servers.len()
+    }
+}
