@@ -178,7 +178,7 @@ def fleet():
         panels.append(
             panel(
                 L, "stat", f"Servers {state}",
-                [target(f'sum(mcpmon_fleet_servers{{job=~"$job", state="{state}"}})', instant=True)],
+                [target(f'sum(job_state:mcpmon_servers:count{{job=~"$job", state="{state}"}})', instant=True)],
                 w=4, h=4,
                 fieldConfig={"defaults": defaults, "overrides": []},
                 options={"reduceOptions": {"calcs": ["lastNotNull"]}, "colorMode": "background"},
@@ -188,10 +188,10 @@ def fleet():
         panel(
             L, "stat", "Health percentage",
             [target(
-                f'100 * sum(mcpmon_fleet_servers{{job=~"$job", state="healthy"}}) / sum(mcpmon_fleet_servers{{job=~"$job"}})',
+                f'100 * sum(job_state:mcpmon_servers:count{{job=~"$job", state="healthy"}}) / sum(job:mcpmon_servers:count{{job=~"$job"}})',
                 instant=True,
             )],
-            w=4, h=4, description="Share of servers judged healthy.",
+            w=4, h=4, description="Share of servers judged healthy, across every shard (fleet-wide recording rules).",
             fieldConfig={"defaults": {"unit": "percent", "min": 0, "max": 100}, "overrides": []},
         )
     )
@@ -199,10 +199,10 @@ def fleet():
         panel(
             L, "stat", "Available vs policy",
             [
-                target('min(mcpmon_fleet_available_ratio{job=~"$job"})', "available", "A", instant=True),
-                target('max(mcpmon_fleet_policy_min_available_ratio{job=~"$job"})', "required", "B", instant=True),
+                target('min(job:mcpmon_servers_available:ratio{job=~"$job"})', "available", "A", instant=True),
+                target('max(job:mcpmon_fleet_policy_min_available:ratio{job=~"$job"})', "required", "B", instant=True),
             ],
-            w=4, h=4, description="/health/fleet answers 503 while available is below required.",
+            w=4, h=4, description="Across every shard. Each replica's /health/fleet answers 503 while its own shard is below required.",
             fieldConfig={"defaults": {"unit": "percentunit"}, "overrides": []},
         )
     )
@@ -212,8 +212,8 @@ def fleet():
             [
                 target(f"max by (server, state) (mcpmon_server_state{{{sel}}} == 1)", ref="A", instant=True, fmt="table"),
                 target(f"max by (server, reason) (mcpmon_server_reason{{{sel}}})", ref="B", instant=True, fmt="table"),
-                target(f"max by (server) (mcpmon:server_ping_duration_seconds:p50_5m{{{sel}}})", ref="C", instant=True, fmt="table"),
-                target(f"max by (server) (mcpmon:server_ping_duration_seconds:p99_5m{{{sel}}})", ref="D", instant=True, fmt="table"),
+                target(f"max by (server) (server:mcpmon_ping_duration_seconds:p50_rate5m{{{sel}}})", ref="C", instant=True, fmt="table"),
+                target(f"max by (server) (server:mcpmon_ping_duration_seconds:p99_rate5m{{{sel}}})", ref="D", instant=True, fmt="table"),
                 target(f"time() - max by (server) (mcpmon_server_last_check_timestamp_seconds{{{sel}}})", ref="E", instant=True, fmt="table"),
             ],
             w=24, h=9, description="State, reason, liveness latency (p50/p99 over 5m) and seconds since the last probe result.",
@@ -275,7 +275,7 @@ def fleet():
     panels.append(
         panel(
             L, "bargauge", "Slowest servers (ping p99, 5m)",
-            [target(f"topk(10, mcpmon:server_ping_duration_seconds:p99_5m{{{sel}}})", "{{server}}", instant=True)],
+            [target(f"topk(10, server:mcpmon_ping_duration_seconds:p99_rate5m{{{sel}}})", "{{server}}", instant=True)],
             fieldConfig={"defaults": {"unit": "s", "links": server_links(), "color": {"mode": "thresholds"},
                                       "thresholds": {"mode": "absolute", "steps": [
                                           {"color": "green", "value": None},

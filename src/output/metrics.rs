@@ -263,7 +263,9 @@ fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
             u8::from(v.health_check_present)
         ),
     );
-    if !st.labels.is_empty() {
+    // Every server has the series, labels or not, so a `group_left` join
+    // never drops one (kube-state-metrics' kube_pod_labels does the same).
+    {
         // Sorted by exported name in the config; written straight out.
         let buf = &mut out[Family::Labels as usize];
         let _ = write!(buf, "{}{{", name(Family::Labels));
@@ -707,6 +709,9 @@ fn render_fleet(snap: &Snapshot, out: &mut String) {
         "# HELP mcpmon_fleet_available_ratio Share of servers available under the fleet policy (0-1).\n\
          # TYPE mcpmon_fleet_available_ratio gauge\n\
          mcpmon_fleet_available_ratio {}\n\
+         # HELP mcpmon_fleet_available_servers Servers available under the fleet policy (sum it across shards).\n\
+         # TYPE mcpmon_fleet_available_servers gauge\n\
+         mcpmon_fleet_available_servers {}\n\
          # HELP mcpmon_fleet_policy_min_available_ratio Least available share the fleet policy requires (0-1).\n\
          # TYPE mcpmon_fleet_policy_min_available_ratio gauge\n\
          mcpmon_fleet_policy_min_available_ratio {}\n\
@@ -714,6 +719,7 @@ fn render_fleet(snap: &Snapshot, out: &mut String) {
          # TYPE mcpmon_snapshot_generation gauge\n\
          mcpmon_snapshot_generation {}\n",
         Float(snap.available_ratio_of(&s)),
+        snap.available_of(&s),
         Float(snap.policy.min_available_percentage / 100.0),
         snap.generation
     );

@@ -99,18 +99,22 @@ impl Snapshot {
         self.available_ratio_of(&self.summary())
     }
 
-    /// [`Snapshot::available_ratio`] from counts already made.
-    pub fn available_ratio_of(&self, s: &Summary) -> f64 {
-        let available = s.healthy
+    /// Servers available under the policy, from counts already made.
+    pub fn available_of(&self, s: &Summary) -> usize {
+        s.healthy
             + if self.policy.degraded_is_available {
                 s.degraded
             } else {
                 0
-            };
+            }
+    }
+
+    /// [`Snapshot::available_ratio`] from counts already made.
+    pub fn available_ratio_of(&self, s: &Summary) -> f64 {
         if s.total == 0 {
             1.0
         } else {
-            available as f64 / s.total as f64
+            self.available_of(s) as f64 / s.total as f64
         }
     }
 
