@@ -451,9 +451,16 @@ def server():
     )
 
 
+# The Helm chart ships them in a ConfigMap; a chart reads only its own files.
+CHART_COPY = HERE.parent / "deploy/helm/mcpmon/files/dashboards"
+
+
 def main():
+    CHART_COPY.mkdir(parents=True, exist_ok=True)
     for name, board in [("mcpmon-fleet.json", fleet()), ("mcpmon-server.json", server())]:
-        (HERE / name).write_text(json.dumps(board, indent=2, sort_keys=True) + "\n")
+        text = json.dumps(board, indent=2, sort_keys=True) + "\n"
+        (HERE / name).write_text(text)
+        (CHART_COPY / name).write_text(text)
 
 
 if __name__ == "__main__":

@@ -35,11 +35,7 @@ fn env(name: &str) -> Option<String> {
 
 /// Relative paths in discovered entries are read from here.
 fn base(config: &Config) -> PathBuf {
-    config
-        .path
-        .parent()
-        .unwrap_or(Path::new("."))
-        .to_owned()
+    config.path.parent().unwrap_or(Path::new(".")).to_owned()
 }
 
 impl Fleet {

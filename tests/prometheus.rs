@@ -154,7 +154,10 @@ fn rules_come_from_the_mixin_and_name_no_job() {
                 .and_then(|r| r.split_once('}'))
                 .map(|(b, _)| b)
                 .unwrap_or_else(|| panic!("{name} has no selector in: {line}"));
-            assert!(body.contains("namespace=\"mon\""), "{name}{{{body}}} misses the selector");
+            assert!(
+                body.contains("namespace=\"mon\""),
+                "{name}{{{body}}} misses the selector"
+            );
             selectors += 1;
         }
     }

@@ -4,8 +4,8 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::locate::{Seg, locate};
 use super::discovery::{FILE_SD_REFRESH, HTTP_SD_REFRESH};
+use super::locate::{Seg, locate};
 use super::raw::{FileDoc, FileSdFile, HttpSdFile, ServerFile, TransportKind};
 use super::*;
 
@@ -386,7 +386,10 @@ impl<'a> Validator<'a> {
             p
         };
         if f.files.is_empty() {
-            self.error(&sub("files"), "file_sd_configs: `files` needs at least one pattern".to_owned());
+            self.error(
+                &sub("files"),
+                "file_sd_configs: `files` needs at least one pattern".to_owned(),
+            );
         }
         let mut files = Vec::new();
         for (i, pattern) in f.files.iter().enumerate() {
@@ -397,7 +400,9 @@ impl<'a> Validator<'a> {
                 None => ("", pattern.as_str()),
             };
             let lower = name.to_ascii_lowercase();
-            let ext_ok = [".json", ".yml", ".yaml"].iter().any(|e| lower.ends_with(e));
+            let ext_ok = [".json", ".yml", ".yaml"]
+                .iter()
+                .any(|e| lower.ends_with(e));
             if dir.contains('*') || name.matches('*').count() > 1 || !ext_ok {
                 self.error(
                     &p,
@@ -415,7 +420,10 @@ impl<'a> Validator<'a> {
         }
         let refresh_interval = f.refresh_interval.map_or(FILE_SD_REFRESH, |d| d.0);
         if refresh_interval.is_zero() {
-            self.error(&sub("refresh_interval"), "refresh_interval must be greater than zero".to_owned());
+            self.error(
+                &sub("refresh_interval"),
+                "refresh_interval must be greater than zero".to_owned(),
+            );
         }
         self.labels(&f.labels, &sub("labels"));
         Some(FileSd {
@@ -436,13 +444,19 @@ impl<'a> Validator<'a> {
         let url = match reqwest::Url::parse(&expanded) {
             Ok(u) if matches!(u.scheme(), "http" | "https") => u,
             _ => {
-                self.error(&sub("url"), format!("http_sd url {:?} is not an http(s) URL", h.url));
+                self.error(
+                    &sub("url"),
+                    format!("http_sd url {:?} is not an http(s) URL", h.url),
+                );
                 return None;
             }
         };
         let refresh_interval = h.refresh_interval.map_or(HTTP_SD_REFRESH, |d| d.0);
         if refresh_interval.is_zero() {
-            self.error(&sub("refresh_interval"), "refresh_interval must be greater than zero".to_owned());
+            self.error(
+                &sub("refresh_interval"),
+                "refresh_interval must be greater than zero".to_owned(),
+            );
         }
         let headers = self.headers(&h.headers, &sub("headers"));
         let bearer_token = h
@@ -465,7 +479,10 @@ impl<'a> Validator<'a> {
             insecure_skip_verify: h.tls.insecure_skip_verify,
         };
         if tls.cert_file.is_some() != tls.key_file.is_some() {
-            self.error(&sub("tls"), "set both cert_file and key_file, or neither".to_owned());
+            self.error(
+                &sub("tls"),
+                "set both cert_file and key_file, or neither".to_owned(),
+            );
         }
         self.labels(&h.labels, &sub("labels"));
         Some(HttpSd {
@@ -478,7 +495,6 @@ impl<'a> Validator<'a> {
             allow_stdio: h.allow_stdio,
         })
     }
-
 
     fn check_server(
         &mut self,

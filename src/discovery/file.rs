@@ -31,7 +31,14 @@ pub(super) async fn run(id: u64, sd: FileSd, tx: mpsc::Sender<Update>, cancel: C
                 text: Err(format!("reading the files failed: {e}")),
             }],
         };
-        if tx.send(Update { source: id, documents }).await.is_err() {
+        if tx
+            .send(Update {
+                source: id,
+                documents,
+            })
+            .await
+            .is_err()
+        {
             return;
         }
         tokio::select! {
@@ -55,11 +62,13 @@ pub(super) async fn run(id: u64, sd: FileSd, tx: mpsc::Sender<Update>, cancel: C
 /// so the files themselves cannot be watched). Without a watch the interval
 /// still applies.
 fn watch(patterns: &[PathBuf], changed: Arc<Notify>) -> Option<notify::RecommendedWatcher> {
-    let mut watcher = match notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok() {
-            changed.notify_one();
-        }
-    }) {
+    let mut watcher = match notify::recommended_watcher(
+        move |event: notify::Result<notify::Event>| {
+            if event.is_ok() {
+                changed.notify_one();
+            }
+        },
+    ) {
         Ok(w) => w,
         Err(e) => {
             tracing::warn!(error = %e, "file_sd: cannot watch files; reading them every refresh_interval only");
@@ -131,7 +140,11 @@ mod tests {
         for name in ["b.yaml", "a.yaml", ".a.yaml.swp", "c.json", "notes.txt"] {
             std::fs::write(dir.join(name), "[]").unwrap();
         }
-        let docs = read_all(&[dir.join("*.yaml"), dir.join("c.json"), dir.join("missing/*.yaml")]);
+        let docs = read_all(&[
+            dir.join("*.yaml"),
+            dir.join("c.json"),
+            dir.join("missing/*.yaml"),
+        ]);
         let names: Vec<String> = docs
             .iter()
             .map(|d| d.origin.file_name().unwrap().to_string_lossy().into_owned())

@@ -33,7 +33,14 @@ pub(super) async fn run(id: u64, sd: HttpSd, tx: mpsc::Sender<Update>, cancel: C
             origin: origin.clone(),
             text,
         }];
-        if tx.send(Update { source: id, documents }).await.is_err() {
+        if tx
+            .send(Update {
+                source: id,
+                documents,
+            })
+            .await
+            .is_err()
+        {
             return;
         }
         tokio::select! {
@@ -58,10 +65,13 @@ fn client(sd: &HttpSd) -> Result<reqwest::Client, String> {
         .user_agent(concat!("mcpmon/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(Duration::from_secs(10))
         .redirect(reqwest::redirect::Policy::none());
-    let read = |p: &PathBuf| std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()));
+    let read =
+        |p: &PathBuf| std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()));
     if let Some(ca) = &sd.tls.ca_file {
         let pem = read(ca)?;
-        for cert in reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| format!("ca_file: {e}"))? {
+        for cert in
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| format!("ca_file: {e}"))?
+        {
             b = b.add_root_certificate(cert);
         }
     }
@@ -69,7 +79,9 @@ fn client(sd: &HttpSd) -> Result<reqwest::Client, String> {
         let mut pem = read(cert)?;
         pem.push(b'\n');
         pem.extend(read(key)?);
-        b = b.identity(reqwest::Identity::from_pem(&pem).map_err(|e| format!("cert_file/key_file: {e}"))?);
+        b = b.identity(
+            reqwest::Identity::from_pem(&pem).map_err(|e| format!("cert_file/key_file: {e}"))?,
+        );
     }
     if sd.tls.insecure_skip_verify {
         b = b.danger_accept_invalid_certs(true);
@@ -89,7 +101,10 @@ async fn fetch(client: &reqwest::Client, sd: &HttpSd) -> Result<String, String> 
         req = req.bearer_auth(t.expose());
     }
     // reqwest's errors name the URL, query included: keep only the cause.
-    let resp = req.send().await.map_err(|e| format!("request failed: {}", cause(&e)))?;
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| format!("request failed: {}", cause(&e)))?;
     if resp.status() != reqwest::StatusCode::OK {
         return Err(format!("server returned HTTP status {}", resp.status()));
     }
@@ -97,7 +112,11 @@ async fn fetch(client: &reqwest::Client, sd: &HttpSd) -> Result<String, String> 
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"));
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
     if !json {
         return Err("the answer's Content-Type is not application/json".to_owned());
     }

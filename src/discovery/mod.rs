@@ -245,7 +245,10 @@ impl Discovered {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Report {
         let mut report = Report::default();
-        let Some((_, source, docs)) = self.sources.iter_mut().find(|(id, ..)| *id == update.source)
+        let Some((_, source, docs)) = self
+            .sources
+            .iter_mut()
+            .find(|(id, ..)| *id == update.source)
         else {
             // A source stopped since it sent this.
             return report;
@@ -328,7 +331,9 @@ fn parse(
     let text = match &doc.text {
         Ok(t) => t,
         Err(e) => {
-            report.failures.push((source.mechanism(), failure(e.clone())));
+            report
+                .failures
+                .push((source.mechanism(), failure(e.clone())));
             return None;
         }
     };

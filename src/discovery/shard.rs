@@ -34,9 +34,7 @@ pub enum ShardError {
         count: u64,
     },
     /// The host name has no `-<ordinal>` suffix.
-    #[error(
-        "host name {0:?} does not end in -<ordinal> (a StatefulSet pod name such as mcpmon-2)"
-    )]
+    #[error("host name {0:?} does not end in -<ordinal> (a StatefulSet pod name such as mcpmon-2)")]
     NoOrdinal(String),
 }
 
@@ -115,7 +113,10 @@ mod tests {
 
     #[test]
     fn the_index_comes_from_a_statefulset_ordinal() {
-        assert_eq!(Shard::from_hostname("mcpmon-2", 3), Ok(Shard { index: 2, count: 3 }));
+        assert_eq!(
+            Shard::from_hostname("mcpmon-2", 3),
+            Ok(Shard { index: 2, count: 3 })
+        );
         assert_eq!(
             Shard::from_hostname("mcpmon-0.mcpmon.monitoring.svc.cluster.local", 3),
             Ok(Shard { index: 0, count: 3 })
@@ -124,8 +125,14 @@ mod tests {
             Shard::from_hostname("mcpmon-3", 3),
             Err(ShardError::OutOfRange { index: 3, count: 3 })
         );
-        assert!(matches!(Shard::from_hostname("mcpmon", 3), Err(ShardError::NoOrdinal(_))));
-        assert!(matches!(Shard::from_hostname("mcpmon-x", 3), Err(ShardError::NoOrdinal(_))));
+        assert!(matches!(
+            Shard::from_hostname("mcpmon", 3),
+            Err(ShardError::NoOrdinal(_))
+        ));
+        assert!(matches!(
+            Shard::from_hostname("mcpmon-x", 3),
+            Err(ShardError::NoOrdinal(_))
+        ));
         assert_eq!(Shard::new(0, 0), Err(ShardError::NoShards));
     }
 }

@@ -1,0 +1,408 @@
+//! The Kubernetes packaging and the Alertmanager config, against the real
+//! tools: `helm lint` and `helm template`, the Kubernetes schemas
+//! (kubernetes-validate) and the Prometheus Operator's CRD schemas for the
+//! rendered objects, `promtool` and `mcpmon check-config` on what the chart
+//! renders, `amtool` on the routes, and a live Alertmanager holding back the
+//! pages a whole-shard-down alert explains.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+fn chart() -> PathBuf {
+    repo().join("deploy/helm/mcpmon")
+}
+
+fn run(cmd: &mut Command) -> (bool, String) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let (ok, text) = run(cmd);
+    assert!(ok, "{cmd:?} failed:\n{text}");
+    text
+}
+
+/// `helm template` of the chart with `args`, as one string and as objects.
+fn template(args: &[&str]) -> (String, Vec<yaml_serde::Value>) {
+    let out = Command::new(which("helm"))
+        .args(["template", "mcpmon"])
+        .arg(chart())
+        .args(args)
+        .output()
+        .expect("helm");
+    assert!(
+        out.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let objects = text
+        .split("\n---\n")
+        .filter_map(|d| yaml_serde::from_str::<yaml_serde::Value>(d).ok())
+        .filter(|v| !v.is_null())
+        .collect();
+    (text, objects)
+}
+
+fn object<'a>(objects: &'a [yaml_serde::Value], kind: &str) -> &'a yaml_serde::Value {
+    objects
+        .iter()
+        .find(|o| o["kind"].as_str() == Some(kind))
+        .unwrap_or_else(|| panic!("no {kind} rendered"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(marker("mcpmon-k8s"));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    dir.join(name)
+}
+
+/// Where `go mod download` put the Prometheus Operator's CRDs (.ci/setup).
+fn crd_dir() -> PathBuf {
+    let out = Command::new(which("go"))
+        .args(["env", "GOMODCACHE"])
+        .output()
+        .expect("go env");
+    let cache = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let dir = Path::new(&cache)
+        .join("github.com/prometheus-operator/prometheus-operator@v0.85.0/example/prometheus-operator-crd");
+    assert!(dir.is_dir(), "{} missing: run .ci/setup", dir.display());
+    dir
+}
+
+fn validate(rendered: &str) -> String {
+    let file = tmp("rendered.yaml");
+    std::fs::write(&file, rendered).expect("write");
+    let python = repo().join("tests/python/.venv-k8s/bin/python");
+    assert!(
+        python.exists(),
+        "{} missing: run .ci/setup",
+        python.display()
+    );
+    run_ok(
+        Command::new(python)
+            .arg(repo().join("tests/k8s/validate.py"))
+            .arg(&file)
+            .arg(crd_dir()),
+    )
+}
+
+#[test]
+fn the_chart_lints_and_renders_valid_objects_for_three_shards() {
+    let lint = run_ok(
+        Command::new(which("helm"))
+            .args(["lint", "--strict"])
+            .arg(chart()),
+    );
+    assert!(
+        lint.contains("1 chart(s) linted, 0 chart(s) failed"),
+        "{lint}"
+    );
+
+    let (text, objects) = template(&[
+        "--set",
+        "shards=3",
+        "--set-json",
+        r#"webConfig={"basic_auth_users":{"prometheus":"$2y$10$abcdefghijklmnopqrstuv"}}"#,
+    ]);
+    let report = validate(&text);
+    assert!(report.contains("7 of 7 objects valid"), "{report}");
+
+    let sts = object(&objects, "StatefulSet");
+    assert_eq!(sts["spec"]["replicas"].as_u64(), Some(3));
+    let pod = &sts["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_sequence()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    for want in [
+        "--shard.count=3",
+        "--shard.index-from-hostname",
+        "--config.file=/etc/mcpmon/fleet.yaml",
+        "--web.config.file=/etc/mcpmon-web/web-config.yml",
+    ] {
+        assert!(args.contains(&want), "{want} missing from {args:?}");
+    }
+    assert_eq!(
+        c["livenessProbe"]["httpGet"]["path"].as_str(),
+        Some("/-/healthy")
+    );
+    assert_eq!(
+        c["readinessProbe"]["httpGet"]["path"].as_str(),
+        Some("/-/ready")
+    );
+    assert_eq!(
+        c["securityContext"]["readOnlyRootFilesystem"].as_bool(),
+        Some(true)
+    );
+    assert_eq!(pod["securityContext"]["runAsNonRoot"].as_bool(), Some(true));
+    // The pod names the StatefulSet gives are what --shard.index-from-hostname reads.
+    assert_eq!(sts["spec"]["serviceName"].as_str(), Some("mcpmon"));
+    let service = object(&objects, "Service");
+    assert_eq!(service["spec"]["clusterIP"].as_str(), Some("None"));
+    object(&objects, "ServiceMonitor");
+    object(&objects, "PrometheusRule");
+    object(&objects, "Secret");
+
+    // The schema check is not a formality: a misspelt field fails it.
+    let broken = text.replacen("podManagementPolicy:", "podManagementPolicyy:", 1);
+    let (ok, report) = run(
+        Command::new(repo().join("tests/python/.venv-k8s/bin/python"))
+            .arg(repo().join("tests/k8s/validate.py"))
+            .arg({
+                let f = tmp("broken.yaml");
+                std::fs::write(&f, &broken).expect("write");
+                f
+            })
+            .arg(crd_dir()),
+    );
+    assert!(!ok && report.contains("podManagementPolicyy"), "{report}");
+}
+
+#[test]
+fn the_rendered_rules_are_the_shipped_rules_with_the_release_selector() {
+    let selector = r#"namespace="monitoring""#;
+    let (_, objects) = template(&[
+        "--set-string",
+        &format!("prometheusRule.selector={selector}"),
+        "--set",
+        "prometheusRule.runbookBase=https://wiki.example/runbook",
+    ]);
+    let spec = object(&objects, "PrometheusRule")["spec"].clone();
+    let file = tmp("rules.yml");
+    std::fs::write(&file, yaml_serde::to_string(&spec).expect("yaml")).expect("write");
+    let out = run_ok(
+        Command::new(which("promtool"))
+            .args(["check", "rules"])
+            .arg(&file),
+    );
+    assert!(out.contains("SUCCESS"), "{out}");
+    let want = run_ok(
+        Command::new("python3")
+            .arg(repo().join("alerts/build.py"))
+            .args([
+                "--stdout",
+                "--selector",
+                selector,
+                "--runbook-base",
+                "https://wiki.example/runbook",
+            ]),
+    );
+    let want: yaml_serde::Value = yaml_serde::from_str(&want).expect("rules");
+    assert_eq!(spec, want, "the chart's rules drifted from alerts/build.py");
+    let text = yaml_serde::to_string(&spec).expect("yaml");
+    assert!(
+        text.contains("runbook_url: https://wiki.example/runbook#mcpmonsharddown"),
+        "{text}"
+    );
+
+    // With the default (empty) selector, the rules still parse.
+    let (_, objects) = template(&[]);
+    let spec = object(&objects, "PrometheusRule")["spec"].clone();
+    std::fs::write(&file, yaml_serde::to_string(&spec).expect("yaml")).expect("write");
+    run_ok(
+        Command::new(which("promtool"))
+            .args(["check", "rules"])
+            .arg(&file),
+    );
+}
+
+#[test]
+fn the_rendered_fleet_file_is_a_valid_config_and_the_dashboards_are_the_shipped_ones() {
+    let (_, objects) = template(&[
+        "--set-json",
+        r#"fleet={"servers":[{"id":"search","transport":"http","url":"http://search:8080/mcp","labels":{"team":"payments"}}],"http_sd_configs":[{"url":"http://registry:8080/mcp-servers"}]}"#,
+    ]);
+    let fleet = objects
+        .iter()
+        .find(|o| o["kind"].as_str() == Some("ConfigMap") && o["data"]["fleet.yaml"].is_string())
+        .expect("fleet ConfigMap");
+    let file = tmp("fleet.yaml");
+    std::fs::write(&file, fleet["data"]["fleet.yaml"].as_str().expect("text")).expect("write");
+    let out = run_ok(
+        Command::new(env!("CARGO_BIN_EXE_mcpmon"))
+            .arg("check-config")
+            .arg(&file),
+    );
+    assert!(out.contains("valid, 1 server(s)"), "{out}");
+
+    let boards = objects
+        .iter()
+        .find(|o| {
+            o["kind"].as_str() == Some("ConfigMap") && o["data"]["mcpmon-fleet.json"].is_string()
+        })
+        .expect("dashboards ConfigMap");
+    assert_eq!(
+        boards["metadata"]["labels"]["grafana_dashboard"].as_str(),
+        Some("1")
+    );
+    for name in ["mcpmon-fleet.json", "mcpmon-server.json"] {
+        let shipped =
+            std::fs::read_to_string(repo().join("dashboards").join(name)).expect("dashboard");
+        let rendered = boards["data"][name].as_str().expect("dashboard text");
+        assert_eq!(
+            rendered.trim_end(),
+            shipped.trim_end(),
+            "{name}: run python3 dashboards/build.py"
+        );
+    }
+}
+
+#[test]
+fn alertmanager_routes_by_team() {
+    let config = repo().join("deploy/alertmanager/alertmanager.yml");
+    run_ok(
+        Command::new(which("amtool"))
+            .arg("check-config")
+            .arg(&config),
+    );
+    let route = |labels: &[&str]| {
+        run_ok(
+            Command::new(which("amtool"))
+                .args(["config", "routes", "test", "--config.file"])
+                .arg(&config)
+                .args(labels),
+        )
+        .trim()
+        .to_owned()
+    };
+    assert_eq!(
+        route(&["alertname=McpServerUnhealthy", "team=payments"]),
+        "payments"
+    );
+    assert_eq!(route(&["alertname=McpServerUnhealthy"]), "default");
+    // One notification per job and team, not one per server.
+    let doc: yaml_serde::Value =
+        yaml_serde::from_str(&std::fs::read_to_string(&config).expect("read")).expect("yaml");
+    let group_by: Vec<&str> = doc["route"]["group_by"]
+        .as_sequence()
+        .expect("group_by")
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(group_by, ["job", "team"]);
+}
+
+struct Alertmanager {
+    child: std::process::Child,
+    url: String,
+    _dir: PathBuf,
+}
+
+impl Drop for Alertmanager {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_whole_shard_down_holds_back_that_shards_server_pages_in_a_live_alertmanager() {
+    let dir = std::env::temp_dir().join(marker("mcpmon-am"));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let port = free_port();
+    let child = Command::new(which("prometheus-alertmanager"))
+        .arg(format!(
+            "--config.file={}",
+            repo()
+                .join("deploy/alertmanager/alertmanager.yml")
+                .display()
+        ))
+        .arg(format!("--storage.path={}", dir.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--cluster.listen-address=")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("alertmanager");
+    let am = Alertmanager {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+        _dir: dir,
+    };
+    let client = test_client();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !client
+        .get(format!("{}/-/ready", am.url))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "alertmanager did not become ready"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let alert = |name: &str, instance: &str, server: Option<&str>| {
+        let mut labels = json!({"alertname": name, "job": "mcpmon", "instance": instance, "severity": "critical"});
+        if let Some(s) = server {
+            labels["server"] = json!(s);
+        }
+        json!({"labels": labels})
+    };
+    let alerts = json!([
+        alert("McpmonShardDown", "a:9850", None),
+        alert("McpServerUnhealthy", "a:9850", Some("s1")),
+        alert("McpServerUnhealthy", "a:9850", Some("s2")),
+        // Another shard's page is not explained by shard a.
+        alert("McpServerUnhealthy", "b:9850", Some("s4")),
+    ]);
+    let r = client
+        .post(format!("{}/api/v2/alerts", am.url))
+        .json(&alerts)
+        .send()
+        .await
+        .expect("post");
+    assert!(r.status().is_success(), "{}", r.status());
+    // Inhibition is computed as alerts arrive; wait until all four are in.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let list = loop {
+        let list: Vec<Value> = client
+            .get(format!("{}/api/v2/alerts", am.url))
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("json");
+        let settled = list.len() == 4
+            && list.iter().any(|a| {
+                !a["status"]["inhibitedBy"]
+                    .as_array()
+                    .is_none_or(|v| v.is_empty())
+            });
+        if settled || Instant::now() > deadline {
+            break list;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let inhibited = |server: &str| {
+        list.iter()
+            .find(|a| a["labels"]["server"] == server)
+            .map(|a| {
+                a["status"]["state"].as_str() == Some("suppressed")
+                    && !a["status"]["inhibitedBy"]
+                        .as_array()
+                        .is_none_or(|v| v.is_empty())
+            })
+            .unwrap_or_else(|| panic!("{server} missing: {list:?}"))
+    };
+    assert!(inhibited("s1") && inhibited("s2"), "{list:#?}");
+    assert!(!inhibited("s4"), "{list:#?}");
+}
