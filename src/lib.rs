@@ -30,6 +30,7 @@ pub mod config;
 pub mod discovery;
 mod fleet;
 pub mod fuzzing;
+pub mod init;
 pub mod oneshot;
 pub mod output;
 pub mod probe;

@@ -132,6 +132,8 @@ enum Output {
 }
 
 fn main() -> ExitCode {
+    // Before anything starts a thread.
+    mcpmon::init::become_init_if_pid1();
     let cli = Cli::parse();
     init_logging(cli.log_format, &cli.log_level);
     match real_main(cli) {

@@ -15,7 +15,7 @@ fn layer(module: &str) -> Option<u8> {
         "probe" => 2,
         "state" => 3,
         "supervise" | "output" => 4,
-        "oneshot" | "lib" | "main" | "fuzzing" | "fleet" => 5,
+        "oneshot" | "lib" | "main" | "fuzzing" | "fleet" | "init" => 5,
         _ => return None,
     })
 }

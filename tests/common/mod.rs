@@ -516,8 +516,32 @@ impl Binary {
     }
 
     pub async fn start_with_env(config: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Binary {
+        Self::launch(&[], config, extra, envs).await
+    }
+
+    /// Started by `wrapper` (a program and its arguments, mcpmon's command
+    /// line appended), e.g. `unshare … --fork` to be PID 1 of a namespace.
+    pub async fn start_under(wrapper: &[&str], config: &Path, extra: &[&str]) -> Binary {
+        Self::launch(wrapper, config, extra, &[]).await
+    }
+
+    async fn launch(
+        wrapper: &[&str],
+        config: &Path,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Binary {
         use std::io::BufRead;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpmon"))
+        let bin = env!("CARGO_BIN_EXE_mcpmon");
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = std::process::Command::new(program);
+                c.args(args).arg(bin);
+                c
+            }
+            None => std::process::Command::new(bin),
+        };
+        let mut child = cmd
             .envs(envs.iter().copied())
             .arg("--config.file")
             .arg(config)
