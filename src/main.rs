@@ -265,13 +265,79 @@ fn hostname() -> anyhow::Result<String> {
     Ok(name.trim().to_owned())
 }
 
+/// Read the file_sd files as mcpmon would and print every problem:
+/// (servers found, problems).
+fn check_file_sd(cfg: &config::Config) -> (usize, usize) {
+    use mcpmon::discovery::{self, Discovered, Source, Update};
+    let env = |name: &str| std::env::var(name).ok();
+    let base = cfg.path.parent().unwrap_or(Path::new("."));
+    let sources: Vec<(u64, Source)> = discovery::sources(cfg)
+        .into_iter()
+        .filter(|s| matches!(s, Source::File(_)))
+        .zip(0..)
+        .map(|(s, i)| (i, s))
+        .collect();
+    let mut found = Discovered::default();
+    found.set_sources(sources.clone(), &cfg.global, false, base, &env);
+    let mut problems = 0;
+    for (id, source) in sources {
+        let Source::File(sd) = source else { continue };
+        let documents = discovery::read_files(&sd.files);
+        let report = found.update(
+            Update {
+                source: id,
+                documents,
+            },
+            &cfg.global,
+            base,
+            &env,
+        );
+        for (_, e) in &report.failures {
+            eprintln!("{e}");
+            problems += 1;
+        }
+        for e in report.rejected.iter().flat_map(|(_, _, errors)| errors) {
+            eprintln!("{e}");
+            problems += 1;
+        }
+        for w in &report.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    let resolved = found.resolve(cfg, Shard::default());
+    for (_, duplicate) in &resolved.duplicates {
+        eprintln!("{duplicate}");
+        problems += 1;
+    }
+    let from_files = resolved.counts.values().sum();
+    (from_files, problems)
+}
+
 fn check_config(file: &Path) -> ExitCode {
     match config::load(file) {
         Ok(cfg) => {
             for w in &cfg.warnings {
                 eprintln!("warning: {w}");
             }
-            println!("{}: valid, {} server(s)", file.display(), cfg.servers.len());
+            let (from_files, problems) = check_file_sd(&cfg);
+            if problems > 0 {
+                return ExitCode::from(1);
+            }
+            let endpoints = if cfg.http_sd.is_empty() {
+                String::new()
+            } else {
+                format!("; {} http_sd endpoint(s) not asked", cfg.http_sd.len())
+            };
+            println!(
+                "{}: valid, {} server(s){}{endpoints}",
+                file.display(),
+                cfg.servers.len(),
+                if cfg.file_sd.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and {from_files} from file_sd")
+                }
+            );
             ExitCode::SUCCESS
         }
         Err(errors) => {

@@ -390,3 +390,58 @@ fn labels_are_exported_sanitised_and_collisions_name_both() {
         "{err}"
     );
 }
+
+#[test]
+fn check_config_reads_file_sd_files_and_names_each_problem() {
+    let (code, out, err) = check_config("tests/testdata/invalid-file-sd.yml");
+    assert_eq!(code, 1, "{out}{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "tests/testdata/invalid-file-sd.yml:6:13: file pattern \"sd/**/x.yaml\": only the file name may hold one `*`, and it must end in .json, .yml or .yaml",
+        ],
+        "{err}"
+    );
+    // With the bad pattern gone, the files themselves are checked.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let main = dir.path().join("fleet.yml");
+    std::fs::create_dir(dir.path().join("sd")).expect("mkdir");
+    std::fs::copy(
+        "tests/testdata/sd/entries.yaml",
+        dir.path().join("sd/entries.yaml"),
+    )
+    .expect("copy");
+    let text = std::fs::read_to_string("tests/testdata/invalid-file-sd.yml").expect("read");
+    std::fs::write(&main, text.replace("  - files: [sd/**/x.yaml]\n", "")).expect("write");
+    let (code, out, err) = check_config(main.to_str().expect("path"));
+    assert_eq!(code, 1, "{out}{err}");
+    let sd = dir.path().join("sd/entries.yaml");
+    assert!(
+        err.contains(&format!(
+            "{}:3:3: server \"c\": http needs `url`",
+            sd.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "duplicate server id \"a\": {} [1] repeats {} servers[0]; the first is kept",
+            sd.display(),
+            main.display()
+        )),
+        "{err}"
+    );
+    // Fixed: valid, counting both.
+    std::fs::write(
+        &sd,
+        "- {id: b, transport: http, url: \"http://127.0.0.1:1/mcp\"}\n",
+    )
+    .expect("write");
+    let (code, out, err) = check_config(main.to_str().expect("path"));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("valid, 1 server(s) and 1 from file_sd"),
+        "{out}"
+    );
+}

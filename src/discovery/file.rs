@@ -87,7 +87,7 @@ fn watch(patterns: &[PathBuf], changed: Arc<Notify>) -> Option<notify::Recommend
 }
 
 /// Every file the patterns match, sorted by path, each read or failed.
-fn read_all(patterns: &[PathBuf]) -> Vec<Document> {
+pub(super) fn read_all(patterns: &[PathBuf]) -> Vec<Document> {
     let mut paths = Vec::new();
     for pattern in patterns {
         let (Some(dir), Some(name)) = (pattern.parent(), pattern.file_name()) else {

@@ -90,6 +90,11 @@ pub fn sources(config: &Config) -> Vec<Source> {
         .collect()
 }
 
+/// Every file `patterns` match, read (for `check-config`, and the file task).
+pub fn read_files(patterns: &[PathBuf]) -> Vec<Document> {
+    file::read_all(patterns)
+}
+
 /// One document a source read: a file, or an endpoint's answer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Document {
