@@ -160,7 +160,7 @@ impl Fleet {
         );
         let diff = self
             .supervisors
-            .apply(&next, crate::SHUTDOWN_DEADLINE)
+            .apply(&next, crate::supervise::SHUTDOWN_DEADLINE)
             .await;
         redact::set_secrets(next.secrets());
         self.running = next;

@@ -61,8 +61,7 @@ pub const REVISION: &str = match option_env!("MCPMON_REVISION") {
     None => "unknown",
 };
 
-/// How long shutdown waits for supervisors to close their sessions.
-pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
+pub use supervise::SHUTDOWN_DEADLINE;
 
 /// Failures of the service itself (not of monitored servers).
 #[derive(Debug, thiserror::Error)]

@@ -2,8 +2,8 @@
 //! modules of lower layers (or its own), so data flows one way and there is
 //! no import circle. Layers, lowest first:
 //!
-//! config, redact → transport, discovery → probe → state → supervise, output → oneshot,
-//! lib, main, fuzzing.
+//! config, redact → transport, discovery → probe → state → supervise, output →
+//! oneshot, fleet, init → lib, main, fuzzing.
 
 use std::path::Path;
 
@@ -15,7 +15,8 @@ fn layer(module: &str) -> Option<u8> {
         "probe" => 2,
         "state" => 3,
         "supervise" | "output" => 4,
-        "oneshot" | "lib" | "main" | "fuzzing" | "fleet" | "init" => 5,
+        "oneshot" | "fleet" | "init" => 5,
+        "lib" | "main" | "fuzzing" => 6,
         _ => return None,
     })
 }

@@ -11,3 +11,7 @@ mod tests;
 
 pub use reconcile::{Diff, Supervisors};
 pub use server::CLOSE_GRACE;
+
+/// How long stopping supervisors (a reload's removed servers, or shutdown)
+/// waits for them to close their sessions.
+pub const SHUTDOWN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
