@@ -40,6 +40,15 @@ fn setup() -> (Config, Discovered, u64, u64) {
     (c, d, 0, 1)
 }
 
+/// Hand `source` one document read from `origin`, as its task would.
+fn feed(d: &mut Discovered, c: &Config, source: u64, origin: &str, text: &str) -> Report {
+    let update = Update {
+        source,
+        documents: vec![doc(origin, text)],
+    };
+    d.update(update, &c.global, Path::new("/etc/mcpmon"), &|_| None)
+}
+
 fn ids(r: &Resolved) -> Vec<&str> {
     r.servers.iter().map(|s| s.id.as_str()).collect()
 }
@@ -47,33 +56,23 @@ fn ids(r: &Resolved) -> Vec<&str> {
 #[test]
 fn sources_merge_after_the_main_file_with_their_labels_and_globals() {
     let (c, mut d, file, http) = setup();
-    let rep = d.update(
-        Update {
-            source: file,
-            documents: vec![doc(
-                "/etc/mcpmon/sd/a.yaml",
-                "- { id: f1, transport: stdio, command: ./srv, labels: { team: own } }\n- { id: f2, transport: http, url: \"http://h/mcp\" }\n",
-            )],
-        },
-        &c.global,
-        Path::new("/etc/mcpmon"),
-        &|_| None,
+    let rep = feed(
+        &mut d,
+        &c,
+        file,
+        "/etc/mcpmon/sd/a.yaml",
+        "- { id: f1, transport: stdio, command: ./srv, labels: { team: own } }\n- { id: f2, transport: http, url: \"http://h/mcp\" }\n",
     );
     assert!(
         rep.changed && rep.failures.is_empty() && rep.rejected.is_empty(),
         "{rep:?}"
     );
-    d.update(
-        Update {
-            source: http,
-            documents: vec![doc(
-                "http://127.0.0.1:2/sd",
-                r#"[{"id":"h1","transport":"http","url":"http://h/mcp"}]"#,
-            )],
-        },
-        &c.global,
-        Path::new("/etc/mcpmon"),
-        &|_| None,
+    feed(
+        &mut d,
+        &c,
+        http,
+        "http://127.0.0.1:2/sd",
+        r#"[{"id":"h1","transport":"http","url":"http://h/mcp"}]"#,
     );
     let r = d.resolve(&c, Shard::default());
     assert_eq!(ids(&r), ["static-a", "f1", "f2", "h1"]);
@@ -179,17 +178,12 @@ fn a_bad_entry_never_stops_the_rest_and_a_bad_document_keeps_the_last_good_list(
     let (c, mut d, file, _) = setup();
     let g = &c.global;
     let base = Path::new("/etc/mcpmon");
-    let rep = d.update(
-        Update {
-            source: file,
-            documents: vec![doc(
-                "/etc/mcpmon/sd/a.yaml",
-                "- { id: ok1, transport: http, url: \"http://h/mcp\" }\n- { id: bad, transport: http }\n- { id: bad2, transport: http, url: \"http://h\", ping_intervall: 5s }\n- { id: ok2, transport: http, url: \"http://h/mcp\" }\n",
-            )],
-        },
-        g,
-        base,
-        &|_| None,
+    let rep = feed(
+        &mut d,
+        &c,
+        file,
+        "/etc/mcpmon/sd/a.yaml",
+        "- { id: ok1, transport: http, url: \"http://h/mcp\" }\n- { id: bad, transport: http }\n- { id: bad2, transport: http, url: \"http://h\", ping_intervall: 5s }\n- { id: ok2, transport: http, url: \"http://h/mcp\" }\n",
     );
     assert_eq!(rep.rejected.len(), 2, "{rep:?}");
     let lines: Vec<usize> = rep.rejected.iter().map(|(_, _, e)| e[0].line).collect();
@@ -199,14 +193,12 @@ fn a_bad_entry_never_stops_the_rest_and_a_bad_document_keeps_the_last_good_list(
         ["static-a", "ok1", "ok2"]
     );
     // Truncated mid-write: not a list. The last good list stays, counted as a failure.
-    let rep = d.update(
-        Update {
-            source: file,
-            documents: vec![doc("/etc/mcpmon/sd/a.yaml", "- { id: ok1, transport: ht")],
-        },
-        g,
-        base,
-        &|_| None,
+    let rep = feed(
+        &mut d,
+        &c,
+        file,
+        "/etc/mcpmon/sd/a.yaml",
+        "- { id: ok1, transport: ht",
     );
     assert_eq!(rep.failures.len(), 1, "{rep:?}");
     assert!(!rep.changed);
@@ -249,25 +241,19 @@ fn a_bad_entry_never_stops_the_rest_and_a_bad_document_keeps_the_last_good_list(
 #[test]
 fn a_duplicate_id_is_dropped_naming_both_origins() {
     let (c, mut d, file, http) = setup();
-    let g = &c.global;
-    let base = Path::new("/etc/mcpmon");
-    d.update(
-        Update { source: file, documents: vec![doc("/etc/mcpmon/sd/a.yaml", "- { id: static-a, transport: http, url: \"http://h/x\" }\n- { id: shared, transport: http, url: \"http://h/f\" }\n")] },
-        g,
-        base,
-        &|_| None,
+    feed(
+        &mut d,
+        &c,
+        file,
+        "/etc/mcpmon/sd/a.yaml",
+        "- { id: static-a, transport: http, url: \"http://h/x\" }\n- { id: shared, transport: http, url: \"http://h/f\" }\n",
     );
-    d.update(
-        Update {
-            source: http,
-            documents: vec![doc(
-                "http://127.0.0.1:2/sd",
-                r#"[{"id":"shared","transport":"http","url":"http://h/h"}]"#,
-            )],
-        },
-        g,
-        base,
-        &|_| None,
+    feed(
+        &mut d,
+        &c,
+        http,
+        "http://127.0.0.1:2/sd",
+        r#"[{"id":"shared","transport":"http","url":"http://h/h"}]"#,
     );
     let r = d.resolve(&c, Shard::default());
     assert_eq!(ids(&r), ["static-a", "shared"]);
@@ -300,15 +286,7 @@ fn each_shard_gets_the_servers_hashmod_assigns_it() {
     let entries: String = (0..30)
         .map(|i| format!("- {{ id: s{i}, transport: http, url: \"http://h/{i}\" }}\n"))
         .collect();
-    d.update(
-        Update {
-            source: file,
-            documents: vec![doc("/etc/mcpmon/sd/a.yaml", &entries)],
-        },
-        &c.global,
-        Path::new("/etc/mcpmon"),
-        &|_| None,
-    );
+    feed(&mut d, &c, file, "/etc/mcpmon/sd/a.yaml", &entries);
     let mut all = Vec::new();
     for index in 0..3 {
         let r = d.resolve(&c, Shard::new(index, 3).unwrap());
@@ -331,17 +309,12 @@ fn each_shard_gets_the_servers_hashmod_assigns_it() {
 #[test]
 fn a_changed_global_revalidates_the_kept_documents() {
     let (c, mut d, file, http) = setup();
-    d.update(
-        Update {
-            source: file,
-            documents: vec![doc(
-                "/etc/mcpmon/sd/a.yaml",
-                "- { id: f1, transport: http, url: \"http://h/mcp\" }\n",
-            )],
-        },
-        &c.global,
-        Path::new("/etc/mcpmon"),
-        &|_| None,
+    feed(
+        &mut d,
+        &c,
+        file,
+        "/etc/mcpmon/sd/a.yaml",
+        "- { id: f1, transport: http, url: \"http://h/mcp\" }\n",
     );
     let c2 = config(&MAIN.replace("7s", "3s"));
     let list = sources(&c2)
