@@ -2,13 +2,15 @@
 """Benchmark runner: mcpmon against what users would write instead.
 
 Runs mcpmon and each peer client (bench/peers: TypeScript SDK, Python SDK,
-and a raw standard-library client as the floor) against the same fleet
+a raw standard-library Python client, and examples/floor-peer.rs, the
+physical floor: raw tokio TCP with keep-alive and a pre-built ping, no MCP
+library) against the same fleet
 simulator (examples/fleet-sim.rs), alternating, for several repetitions. It
 prints the medians as a table of ratios. The workload is the same for
 everyone: open N sessions, ping each once per interval (spread evenly),
 with a timeout.
 
-    cargo build --release --bin mcpmon --example fleet-sim
+    cargo build --release --bin mcpmon --example fleet-sim --example floor-peer
     python3 bench/run.py                 # full suite (tens of minutes)
     python3 bench/run.py --smoke         # N=10, a few seconds (CI)
 
@@ -40,9 +42,10 @@ SIM = ROOT / "target/release/examples/fleet-sim"
 
 
 def use_profile(profile):
-    global MCPMON, SIM
+    global MCPMON, SIM, FLOOR
     MCPMON = ROOT / f"target/{profile}/mcpmon"
     SIM = ROOT / f"target/{profile}/examples/fleet-sim"
+    FLOOR = ROOT / f"target/{profile}/examples/floor-peer"
 
 # Extra mcpmon flags (--mcpmon-args), for A/B runs of one build's settings.
 MCPMON_ARGS = []
@@ -52,7 +55,8 @@ NODE = NODE_MODULES / ".bin/node"
 PY_SDK = ROOT / "tests/python/.venv-legacy/bin/python"
 
 # Peers that cannot hold this many sessions in reasonable time are skipped.
-LIMITS = {"ts": 1000, "py": 1000, "raw": 10000, "mcpmon": 10000}
+LIMITS = {"ts": 1000, "py": 1000, "raw": 10000, "mcpmon": 10000, "floor": 10000}
+FLOOR = ROOT / "target/release/examples/floor-peer"
 
 
 def free_port():
@@ -105,6 +109,10 @@ def run_peer(name, mode, target, n, interval, duration):
         cmd = [str(NODE), str(PEERS / "ts-peer.mjs")]
     elif name == "py":
         cmd = [str(PY_SDK), str(PEERS / "py-peer.py")]
+    elif name == "floor":
+        if mode != "http":
+            raise RuntimeError("the floor client speaks HTTP only")
+        cmd = [str(FLOOR)]
     else:
         cmd = [sys.executable, str(PEERS / "raw-peer.py")]
     cmd += [mode, target, str(n), str(interval), str(duration)]
@@ -216,7 +224,7 @@ def main():
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between pings of one session")
     ap.add_argument("--http", default="100,1000,10000")
     ap.add_argument("--stdio", default="20,200")
-    ap.add_argument("--clients", default="raw,mcpmon,ts,py")
+    ap.add_argument("--clients", default="floor,raw,mcpmon,ts,py")
     ap.add_argument("--json", help="also write every result here")
     ap.add_argument("--profile", default="release", help="cargo profile whose binaries to run")
     ap.add_argument("--mcpmon", help="run this mcpmon binary instead (an A/B against another build)")
@@ -229,9 +237,9 @@ def main():
     MCPMON_ARGS = args.mcpmon_args.split()
     if args.smoke:
         args.reps, args.duration, args.http, args.stdio = 1, 3, "10", "3"
-    for b in (MCPMON, SIM):
+    for b in (MCPMON, SIM, FLOOR):
         if not b.exists():
-            sys.exit(f"{b} missing: cargo build --profile {'dev' if args.profile == 'debug' else args.profile} --bin mcpmon --example fleet-sim")
+            sys.exit(f"{b} missing: cargo build --profile {'dev' if args.profile == 'debug' else args.profile} --bin mcpmon --example fleet-sim --example floor-peer")
     raise_fd_limit()
     clients = args.clients.split(",")
     scenarios = [("http", int(n)) for n in args.http.split(",") if n] + [("stdio", int(n)) for n in args.stdio.split(",") if n]
@@ -243,7 +251,7 @@ def main():
         for rep in range(args.reps):
             order = clients[rep % len(clients):] + clients[:rep % len(clients)]
             for client in order:
-                if n > LIMITS.get(client, 0):
+                if n > LIMITS.get(client, 0) or (client == "floor" and mode != "http"):
                     continue
                 try:
                     r = one(client, mode, n, interval, args.duration)
@@ -257,7 +265,7 @@ def main():
         pathlib.Path(args.json).write_text(json.dumps({f"{m}/{n}/{c}": v for (m, n, c), v in results.items()}, indent=1))
     report(results, scenarios, clients)
     missing = [f"{m} N={n} {c}" for m, n in scenarios for c in clients
-               if n <= LIMITS.get(c, 0) and (m, n, c) not in results]
+               if n <= LIMITS.get(c, 0) and not (c == "floor" and m != "http") and (m, n, c) not in results]
     if missing:
         print(f"# no result for: {', '.join(missing)}", file=sys.stderr)
         if args.smoke:
@@ -279,7 +287,10 @@ def report(results, scenarios, clients):
         if mon:
             mon_cpu = med([{"v": 1e6 * r["cpu_s"] / max(r["pings"], 1)} for r in mon], "v")
         raw = results.get((mode, n, "raw"))
+        floor = results.get((mode, n, "floor"))
         for client in clients:
+            if client == "floor" and mode != "http":
+                continue
             rows = results.get((mode, n, client))
             if not rows:
                 print(f"| {mode} N={n} | {client} | – | – | – | – | – | not run |")
@@ -293,6 +304,9 @@ def report(results, scenarios, clients):
         if mon and raw:
             d = med(mon, "p50_us") - med(raw, "p50_us")
             summary.append(f"{mode} N={n}: mcpmon RTT p50 − raw RTT p50 = {d:+.0f} µs")
+        if mon_cpu and floor:
+            floor_cpu = med([{"v": 1e6 * r["cpu_s"] / max(r["pings"], 1)} for r in floor], "v")
+            summary.append(f"{mode} N={n}: mcpmon CPU per ping = {mon_cpu / floor_cpu:.2f} × the floor client's ({mon_cpu:.1f} / {floor_cpu:.1f} µs)")
         if mon:
             m = mon
             summary.append(
