@@ -91,6 +91,19 @@ def cpu_seconds(pid):
     return total / 1e9
 
 
+def wakeups(pid):
+    """Context switches of every thread so far: each is the thread going to
+    sleep or being woken, so their rate is the process's wake-up rate."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            text = open(f"/proc/{pid}/task/{tid}/status").read()
+        except OSError:
+            continue
+        total += sum(int(v) for v in re.findall(r"^(?:non)?voluntary_ctxt_switches:\s+(\d+)$", text, re.M))
+    return total
+
+
 def status_kib(pid, key):
     return int(re.search(rf"{key}:\s+(\d+)", open(f"/proc/{pid}/status").read()).group(1))
 
@@ -125,10 +138,12 @@ def run_peer(name, mode, target, n, interval, duration):
     return json.loads(lines[-1])
 
 
-def run_mcpmon(mode, target, n, interval, duration):
+def run_mcpmon(mode, target, n, interval, duration, defaults=False):
+    """`defaults`: every tunable at its default (the idle scenario), else
+    the ping workload: `interval`, no health checks, one protocol."""
     tmp = tempfile.TemporaryDirectory()
     cfg = pathlib.Path(tmp.name) / "fleet.yaml"
-    lines = [
+    lines = [] if defaults else [
         "global:",
         f"  ping_interval: {interval}s",
         f"  ping_timeout: {min(5, interval)}s",
@@ -136,8 +151,8 @@ def run_mcpmon(mode, target, n, interval, duration):
         "  stuck_after: 10m",
         "  connect_timeout: 60s",
         "  protocol: 2025-11-25",
-        "servers:",
     ]
+    lines.append("servers:")
     for i in range(n):
         if mode == "http":
             lines += [f"  - id: s{i}", "    transport: http", f"    url: {target}/mcp/{i}"]
@@ -170,9 +185,9 @@ def run_mcpmon(mode, target, n, interval, duration):
         # thread that may exit (and take its CPU count along) before the window
         # closes, and it is not ping work anyway.
         p0 = pings()
-        c0 = cpu_seconds(p.pid)
+        w0, c0 = wakeups(p.pid), cpu_seconds(p.pid)
         time.sleep(duration)
-        c1 = cpu_seconds(p.pid)
+        c1, w1 = cpu_seconds(p.pid), wakeups(p.pid)
         p1 = pings()
         t0 = time.perf_counter()
         _, metrics_text = get(addr, "/metrics")
@@ -189,6 +204,7 @@ def run_mcpmon(mode, target, n, interval, duration):
             "metrics_ms": metrics_ms, "metrics_kib": len(metrics_text) / 1024,
             "fleet_ms": fleet_ms, "fleet_kib": len(fleet_text) / 1024,
             "core_share": (c1 - c0) / duration,
+            "wakeups_per_s": (w1 - w0) / duration,
         }
     finally:
         p.send_signal(signal.SIGTERM)
@@ -229,6 +245,9 @@ def main():
     ap.add_argument("--profile", default="release", help="cargo profile whose binaries to run")
     ap.add_argument("--mcpmon", help="run this mcpmon binary instead (an A/B against another build)")
     ap.add_argument("--mcpmon-args", default="", help="extra mcpmon flags, space-separated")
+    ap.add_argument("--idle", type=float, metavar="SECONDS",
+                    help="instead: mcpmon alone on 5 HTTP servers with every tunable at its default, "
+                         "measured this long (CPU share and wake-ups per second)")
     args = ap.parse_args()
     use_profile(args.profile)
     global MCPMON, MCPMON_ARGS
@@ -241,6 +260,8 @@ def main():
         if not b.exists():
             sys.exit(f"{b} missing: cargo build --profile {'dev' if args.profile == 'debug' else args.profile} --bin mcpmon --example fleet-sim --example floor-peer")
     raise_fd_limit()
+    if args.idle:
+        return idle(args.idle, args.reps)
     clients = args.clients.split(",")
     scenarios = [("http", int(n)) for n in args.http.split(",") if n] + [("stdio", int(n)) for n in args.stdio.split(",") if n]
     results = {}
@@ -270,6 +291,24 @@ def main():
         print(f"# no result for: {', '.join(missing)}", file=sys.stderr)
         if args.smoke:
             sys.exit(1)
+
+
+def idle(duration, reps):
+    """The cost of watching a small fleet: 5 HTTP servers, default tunables."""
+    rows = []
+    for rep in range(reps):
+        sim, base = start_sim()
+        try:
+            r = run_mcpmon("http", base, 5, 10, duration, defaults=True)
+        finally:
+            sim.kill()
+            sim.wait()
+        rows.append(r)
+        print(f"# idle rep {rep + 1}: {json.dumps(r)}", file=sys.stderr, flush=True)
+    print(f"- idle, 5 HTTP servers at default tunables over {duration:g} s: "
+          f"{100 * med(rows, 'core_share'):.3f}% of one core, {med(rows, 'wakeups_per_s'):.1f} wake-ups/s, "
+          f"{med(rows, 'cpu_s') * 1e6 / max(med(rows, 'pings'), 1):.0f} µs of CPU per ping "
+          f"({med(rows, 'pings'):.0f} pings); RSS {med(rows, 'rss_kib') / 1024:.1f} MiB (median of {len(rows)})")
 
 
 def med(rows, key):
@@ -311,7 +350,8 @@ def report(results, scenarios, clients):
             m = mon
             summary.append(
                 f"{mode} N={n}: mcpmon {100 * med(m, 'core_share'):.2f}% of one core at one ping per "
-                f"{m[0]['interval_s']:g} s per server; RSS {med(m, 'rss_kib') / 1024:.1f} MiB; "
+                f"{m[0]['interval_s']:g} s per server; {med(m, 'wakeups_per_s'):.1f} wake-ups/s; "
+                f"RSS {med(m, 'rss_kib') / 1024:.1f} MiB; "
                 f"/metrics {med(m, 'metrics_ms'):.1f} ms ({med(m, 'metrics_kib'):.0f} KiB); "
                 f"/health/fleet {med(m, 'fleet_ms'):.1f} ms ({med(m, 'fleet_kib'):.0f} KiB); "
                 f"all judged {med(m, 'judged_s'):.1f} s after start"
