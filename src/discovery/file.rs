@@ -15,6 +15,9 @@ use crate::config::FileSd;
 /// A burst of events (an editor's save, a ConfigMap's symlink swap) is
 /// read once, after it has been quiet this long.
 const SETTLE: Duration = Duration::from_millis(200);
+/// A directory that never goes quiet (another program's log next to the
+/// files) is read at least this often all the same.
+const SETTLE_AT_MOST: Duration = Duration::from_secs(2);
 
 /// Read the files now, and again on every change and every interval,
 /// until cancelled.
@@ -45,15 +48,25 @@ pub(super) async fn run(id: u64, sd: FileSd, tx: mpsc::Sender<Update>, cancel: C
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(sd.refresh_interval) => {}
             _ = changed.notified() => {
-                // Wait for the burst to end.
-                loop {
-                    tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        _ = tokio::time::sleep(SETTLE) => break,
-                        _ = changed.notified() => {}
-                    }
+                if !settle(&changed, &cancel).await {
+                    return;
                 }
             }
+        }
+    }
+}
+
+/// Wait for a burst of changes to end: until `changed` has been quiet for
+/// [`SETTLE`], or [`SETTLE_AT_MOST`] has passed. False when cancelled.
+async fn settle(changed: &Notify, cancel: &CancellationToken) -> bool {
+    let give_up = tokio::time::sleep(SETTLE_AT_MOST);
+    tokio::pin!(give_up);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return false,
+            _ = &mut give_up => return true,
+            _ = tokio::time::sleep(SETTLE) => return true,
+            _ = changed.notified() => {}
         }
     }
 }
@@ -132,6 +145,31 @@ pub(super) fn read_all(patterns: &[PathBuf]) -> Vec<Document> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_is_read_once_quiet_and_a_directory_that_never_goes_quiet_still_is() {
+        let changed = Arc::new(Notify::new());
+        let cancel = CancellationToken::new();
+        // Quiet at once: read after SETTLE.
+        let start = tokio::time::Instant::now();
+        assert!(settle(&changed, &cancel).await);
+        assert_eq!(start.elapsed(), SETTLE);
+        // A change every 100 ms, for ever: read after SETTLE_AT_MOST.
+        let noisy = changed.clone();
+        let noise = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                noisy.notify_one();
+            }
+        });
+        let start = tokio::time::Instant::now();
+        let bounded = tokio::time::timeout(Duration::from_secs(10), settle(&changed, &cancel));
+        assert_eq!(bounded.await, Ok(true), "settling never ended");
+        assert_eq!(start.elapsed(), SETTLE_AT_MOST);
+        noise.abort();
+        cancel.cancel();
+        assert!(!settle(&changed, &cancel).await);
+    }
 
     #[test]
     fn patterns_match_file_names_sorted_and_skip_dot_files() {
