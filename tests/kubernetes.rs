@@ -71,7 +71,15 @@ fn tmp(name: &str) -> PathBuf {
 
 /// Where `go mod download` put the Prometheus Operator's CRDs (.ci/setup).
 fn crd_dir() -> PathBuf {
-    let out = Command::new(which("go"))
+    // .ci/setup puts Go's own directory on its PATH, which need not be ours.
+    let go = std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("go"))
+                .find(|g| g.exists())
+        })
+        .unwrap_or_else(|| PathBuf::from("/usr/local/go/bin/go"));
+    let out = Command::new(go)
         .args(["env", "GOMODCACHE"])
         .output()
         .expect("go env");
@@ -271,15 +279,20 @@ fn alertmanager_routes_by_team() {
             .arg("check-config")
             .arg(&config),
     );
+    // The receiver is on stdout; some amtool versions add a warning on stderr.
     let route = |labels: &[&str]| {
-        run_ok(
-            Command::new(which("amtool"))
-                .args(["config", "routes", "test", "--config.file"])
-                .arg(&config)
-                .args(labels),
-        )
-        .trim()
-        .to_owned()
+        let out = Command::new(which("amtool"))
+            .args(["config", "routes", "test", "--config.file"])
+            .arg(&config)
+            .args(labels)
+            .output()
+            .expect("amtool");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
     assert_eq!(
         route(&["alertname=McpServerUnhealthy", "team=payments"]),
