@@ -277,13 +277,12 @@ impl Supervisor {
             let held = hold_until.is_some_and(|h| Instant::now() < h);
             let late_at = ping.as_ref().filter(|p| !p.late).map(|p| p.late_at);
             let tool_due = tools.next_due();
-            // A remote server has no /proc to read, and progress or silence
-            // only matter while a request is outstanding: an idle HTTP
-            // server costs no wake-ups between pings.
-            let watching = stdio
-                || ping.as_ref().is_some_and(|p| p.late)
-                || hc.is_some()
-                || !tools.calls.is_empty();
+            // Progress, silence and a child's CPU only matter while a
+            // request is outstanding: an idle server, stdio or HTTP, costs
+            // no wake-ups between probes. (A late ping samples on the spot;
+            // a child's gauges are refreshed with every answer.)
+            let watching =
+                ping.as_ref().is_some_and(|p| p.late) || hc.is_some() || !tools.calls.is_empty();
             tokio::select! {
                 _ = self.cancel.cancelled() => return End::Shutdown,
                 exit = &mut gone => return End::Lost(reason_of(session.death()), exit),
@@ -330,6 +329,10 @@ impl Supervisor {
                 }
                 outcome = async { (&mut ping.as_mut().expect("guarded").fut).await }, if ping.is_some() => {
                     let was_late = ping.take().is_some_and(|p| p.late);
+                    if stdio {
+                        // The child's CPU and memory, at the ping's pace.
+                        self.evidence(session).await;
+                    }
                     let lost = outcome.link_lost().then(|| refusal(&outcome));
                     if let Some(wait) = hold_for(&outcome) {
                         hold_until = Some(Instant::now() + wait);

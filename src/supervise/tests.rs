@@ -135,6 +135,33 @@ async fn a_prompt_server_is_healthy_and_stays_so() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_idle_stdio_server_is_sampled_at_the_pings_pace_not_every_second() {
+    let mut spec = server_spec();
+    spec.settings.ping_interval = Dur(secs(10));
+    spec.settings.ping_timeout = Dur(secs(5));
+    spec.settings.stuck_after = Dur(secs(60));
+    let samples = Arc::new(AtomicU64::new(0));
+    let counted = samples.clone();
+    let mut script = Script::healthy();
+    script.cpu = Arc::new(move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        Duration::ZERO
+    });
+    let h = Harness::start(spec, script);
+    assert_eq!(h.at(secs(5)).await, (State::Healthy, Reason::Ok));
+    let before = samples.load(Ordering::SeqCst);
+    h.at(secs(65)).await;
+    let during = samples.load(Ordering::SeqCst) - before;
+    // One per answered ping (6 in 60 s), and one around each health check
+    // (every 30 s); a once-a-second tick would be 60.
+    assert!(
+        (5..=12).contains(&during),
+        "{during} /proc samples in 60 s of idle"
+    );
+    assert_eq!(h.at(secs(66)).await, (State::Healthy, Reason::Ok));
+}
+
+#[tokio::test(start_paused = true)]
 async fn blocked_for_six_seconds_reads_healthy_within_rise_pings_of_the_block_ending() {
     // Another client's CPU-bound call blocks the server's event loop from
     // 10 s to 16 s: pings sent meanwhile are answered when it ends.
