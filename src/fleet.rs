@@ -91,14 +91,8 @@ impl Fleet {
         }
         if changed {
             let diff = self.reconcile().await;
-            if !(diff.added.is_empty() && diff.removed.is_empty() && diff.changed.is_empty()) {
-                tracing::info!(
-                    added = ?diff.added,
-                    removed = ?diff.removed,
-                    changed = ?diff.changed,
-                    kept = diff.kept,
-                    "discovered servers applied"
-                );
+            if !diff.is_empty() {
+                diff.log("discovered servers applied");
             }
         }
     }

@@ -327,13 +327,7 @@ async fn reload(
             }
             let diff = running.reload(new).await;
             metrics.record_reload(true);
-            tracing::info!(
-                added = ?diff.added,
-                removed = ?diff.removed,
-                changed = ?diff.changed,
-                kept = diff.kept,
-                "configuration reloaded"
-            );
+            diff.log("configuration reloaded");
             Ok(ReloadOutcome {
                 added: diff.added,
                 removed: diff.removed,

@@ -18,22 +18,6 @@ fn chart() -> PathBuf {
     repo().join("deploy/helm/mcpmon")
 }
 
-fn run(cmd: &mut Command) -> (bool, String) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-fn run_ok(cmd: &mut Command) -> String {
-    let (ok, text) = run(cmd);
-    assert!(ok, "{cmd:?} failed:\n{text}");
-    text
-}
-
 /// `helm template` of the chart with `args`, as one string and as objects.
 fn template(args: &[&str]) -> (String, Vec<yaml_serde::Value>) {
     let out = Command::new(which("helm"))

@@ -34,14 +34,7 @@ pub(super) async fn run(id: u64, sd: FileSd, tx: mpsc::Sender<Update>, cancel: C
                 text: Err(format!("reading the files failed: {e}")),
             }],
         };
-        if tx
-            .send(Update {
-                source: id,
-                documents,
-            })
-            .await
-            .is_err()
-        {
+        if !super::report(&tx, id, documents).await {
             return;
         }
         tokio::select! {

@@ -33,14 +33,7 @@ pub(super) async fn run(id: u64, sd: HttpSd, tx: mpsc::Sender<Update>, cancel: C
             origin: origin.clone(),
             text,
         }];
-        if tx
-            .send(Update {
-                source: id,
-                documents,
-            })
-            .await
-            .is_err()
-        {
+        if !super::report(&tx, id, documents).await {
             return;
         }
         tokio::select! {

@@ -114,6 +114,12 @@ pub struct Update {
     pub documents: Vec<Document>,
 }
 
+/// Hand what a source read to the main loop; false once nobody listens
+/// (shutdown).
+async fn report(tx: &mpsc::Sender<Update>, source: u64, documents: Vec<Document>) -> bool {
+    tx.send(Update { source, documents }).await.is_ok()
+}
+
 /// The running source tasks.
 pub struct Discovery {
     running: Vec<(u64, Source, CancellationToken)>,

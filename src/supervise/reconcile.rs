@@ -39,6 +39,24 @@ pub struct Diff {
     pub kept: usize,
 }
 
+impl Diff {
+    /// Whether nothing started, stopped or restarted.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+
+    /// Log what changed, under `message`.
+    pub fn log(&self, message: &str) {
+        tracing::info!(
+            added = ?self.added,
+            removed = ?self.removed,
+            changed = ?self.changed,
+            kept = self.kept,
+            "{message}"
+        );
+    }
+}
+
 /// Every running supervisor, by server id.
 pub struct Supervisors {
     running: HashMap<String, Running>,

@@ -198,6 +198,24 @@ pub fn client_cert(dir: &Path) -> (PathBuf, Vec<u8>) {
     (dir.join("ca.pem"), identity)
 }
 
+/// Run a tool to completion: whether it succeeded, and its stdout then stderr.
+pub fn run(cmd: &mut std::process::Command) -> (bool, String) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Run a tool that must succeed; its stdout then stderr.
+pub fn run_ok(cmd: &mut std::process::Command) -> String {
+    let (ok, text) = run(cmd);
+    assert!(ok, "{cmd:?} failed:\n{text}");
+    text
+}
+
 /// A program on PATH; panics naming the setup step when it is missing.
 pub fn which(name: &str) -> PathBuf {
     std::env::var_os("PATH")
