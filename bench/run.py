@@ -21,6 +21,7 @@ of each server, from /health/fleet. The raw client's RTT is the floor.
 """
 
 import argparse
+import gzip
 import json
 import os
 import pathlib
@@ -117,6 +118,19 @@ def get(addr, path, timeout=30):
         return e.code, e.read().decode()
 
 
+def get_gzip(addr, path, timeout=30):
+    """Milliseconds to fetch `path` gzip-compressed (render, compression and
+    transfer), compressed bytes, and the text."""
+    req = urllib.request.Request(f"http://{addr}{path}", headers={"Accept-Encoding": "gzip"})
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        body = r.read()
+        ms = (time.perf_counter() - t0) * 1000
+        if r.headers.get("Content-Encoding") != "gzip":
+            raise RuntimeError(f"{path} not gzip-compressed")
+    return ms, len(body), gzip.decompress(body).decode()
+
+
 def run_peer(name, mode, target, n, interval, duration):
     if name == "ts":
         cmd = [str(NODE), str(PEERS / "ts-peer.mjs")]
@@ -192,6 +206,8 @@ def run_mcpmon(mode, target, n, interval, duration, defaults=False):
         t0 = time.perf_counter()
         _, metrics_text = get(addr, "/metrics")
         metrics_ms = (time.perf_counter() - t0) * 1000
+        gz_ms, gz_bytes, gz_text = get_gzip(addr, "/metrics")
+        per_server = len(re.findall(r'^mcpmon_[a-z_]+\{[^}]*server="', gz_text, re.M)) / n
         t0 = time.perf_counter()
         _, fleet_text = get(addr, "/health/fleet")
         fleet_ms = (time.perf_counter() - t0) * 1000
@@ -202,6 +218,7 @@ def run_mcpmon(mode, target, n, interval, duration, defaults=False):
             "peak_rss_kib": status_kib(p.pid, "VmHWM"), "rss_kib": status_kib(p.pid, "VmRSS"),
             "p50_us": q(0.5), "p99_us": q(0.99), "judged_s": judged_s,
             "metrics_ms": metrics_ms, "metrics_kib": len(metrics_text) / 1024,
+            "metrics_gzip_ms": gz_ms, "metrics_gzip_kib": gz_bytes / 1024, "series_per_server": per_server,
             "fleet_ms": fleet_ms, "fleet_kib": len(fleet_text) / 1024,
             "core_share": (c1 - c0) / duration,
             "wakeups_per_s": (w1 - w0) / duration,
@@ -352,7 +369,9 @@ def report(results, scenarios, clients):
                 f"{mode} N={n}: mcpmon {100 * med(m, 'core_share'):.2f}% of one core at one ping per "
                 f"{m[0]['interval_s']:g} s per server; {med(m, 'wakeups_per_s'):.1f} wake-ups/s; "
                 f"RSS {med(m, 'rss_kib') / 1024:.1f} MiB; "
-                f"/metrics {med(m, 'metrics_ms'):.1f} ms ({med(m, 'metrics_kib'):.0f} KiB); "
+                f"/metrics {med(m, 'metrics_ms'):.1f} ms ({med(m, 'metrics_kib'):.0f} KiB), "
+                f"gzip {med(m, 'metrics_gzip_ms'):.1f} ms ({med(m, 'metrics_gzip_kib'):.0f} KiB), "
+                f"{med(m, 'series_per_server'):.1f} series per server; "
                 f"/health/fleet {med(m, 'fleet_ms'):.1f} ms ({med(m, 'fleet_kib'):.0f} KiB); "
                 f"all judged {med(m, 'judged_s'):.1f} s after start"
             )

@@ -356,14 +356,17 @@ def server():
             w=6, h=4, options={"textMode": "name", "reduceOptions": {"calcs": ["lastNotNull"]}},
         ),
         panel(
-            L, "stat", "Session age",
-            [target(f"time() - max(mcpmon_session_start_timestamp_seconds{{{sel}}})", instant=True)],
+            L, "stat", "Since last probe result",
+            [target(f"time() - max(mcpmon_server_last_check_timestamp_seconds{{{sel}}})", instant=True)],
             w=6, h=4, fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
         ),
         panel(
-            L, "stat", "Tools listed",
-            [target(f"max(mcpmon_server_tools{{{sel}}})", instant=True)],
-            w=6, h=4, fieldConfig={"defaults": {"unit": "none", "decimals": 0}, "overrides": []},
+            L, "stat", "Health check tool",
+            [target(f"max(mcpmon_server_health_check_present{{{sel}}})", instant=True)],
+            w=6, h=4, fieldConfig={"defaults": {"unit": "none", "mappings": [{"type": "value", "options": {
+                "0": {"text": "not listed", "color": "orange"}, "1": {"text": "listed", "color": "green"}}}]},
+                "overrides": []},
+            options={"colorMode": "background", "reduceOptions": {"calcs": ["lastNotNull"]}},
         ),
         panel(
             L, "heatmap", "Liveness latency",
@@ -408,35 +411,69 @@ def server():
             ]},
         ),
         panel(
-            L, "timeseries", "Progress notification intervals",
+            L, "timeseries", "Sessions rebuilt and closed",
+            [
+                target(f"sum by (reason) (increase(mcpmon_reconnects_total{{{sel}}}[$__rate_interval]))", "rebuilt ({{reason}})", "A"),
+                target(f"sum by (reason) (increase(mcpmon_session_closes_total{{{sel}}}[$__rate_interval]))", "closed ({{reason}})", "B"),
+            ],
+            description="Counters appear with their first event: a server that never lost a session shows none.",
+            fieldConfig={"defaults": {"unit": "none", "decimals": 0}, "overrides": []},
+        ),
+    ]
+    # What mcpmon exports only when asked (docs/metrics.md): a collapsed row,
+    # so the dashboard stays whole at the default series budget.
+    row_id, row_pos = L.place(24, 1)
+    detail = Layout()
+    detail.y = row_pos["y"] + 1
+    detail.next_id = L.next_id
+    detail_panels = [
+        panel(
+            detail, "stat", "Session age",
+            [target(f"time() - max(mcpmon_session_start_timestamp_seconds{{{sel}}})", instant=True)],
+            w=6, h=4, fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
+            description="Needs --metrics.detail.",
+        ),
+        panel(
+            detail, "stat", "Tools listed",
+            [target(f"max(mcpmon_server_tools{{{sel}}})", instant=True)],
+            w=6, h=4, fieldConfig={"defaults": {"unit": "none", "decimals": 0}, "overrides": []},
+            description="Needs --metrics.detail.",
+        ),
+        panel(
+            detail, "timeseries", "Health check latency quantiles",
+            [
+                target(f"histogram_quantile({q}, sum by (le) (rate(mcpmon_health_check_duration_seconds_bucket{{{sel}}}[$__rate_interval])))", f"p{int(q * 100)}", ref)
+                for q, ref in [(0.5, "A"), (0.99, "B")]
+            ],
+            description="Needs --metrics.histograms=classic.",
+            fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
+        ),
+        panel(
+            detail, "timeseries", "Progress notification intervals",
             [
                 target(f"histogram_quantile({q}, sum by (le) (rate(mcpmon_progress_interval_seconds_bucket{{{sel}}}[$__rate_interval])))", f"p{int(q * 100)}", ref)
                 for q, ref in [(0.5, "A"), (0.99, "B")]
             ],
-            description="Gaps between progress notifications of one request; a gap that grows means a phase change or a blocked event loop.",
+            description="Needs --metrics.histograms=classic. Gaps between progress notifications of one request; a gap that grows means a phase change or a blocked event loop.",
             fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
         ),
         panel(
-            L, "timeseries", "Sessions opened and closed",
-            [
-                target(f"changes(mcpmon_session_start_timestamp_seconds{{{sel}}}[$__rate_interval])", "opened", "A"),
-                target(f"sum by (reason) (increase(mcpmon_session_closes_total{{{sel}}}[$__rate_interval]))", "closed ({{reason}})", "B"),
-            ],
-            fieldConfig={"defaults": {"unit": "none", "decimals": 0}, "overrides": []},
-        ),
-        panel(
-            L, "timeseries", "Child CPU and memory",
+            detail, "timeseries", "Child CPU and memory",
             [
                 target(f"rate(mcpmon_child_cpu_seconds_total{{{sel}}}[$__rate_interval])", "CPU (cores)", "A"),
                 target(f"mcpmon_child_resident_memory_bytes{{{sel}}}", "resident memory", "B"),
             ],
-            description="stdio servers only: CPU and resident memory of the server's process tree.",
+            description="Needs --metrics.detail; stdio servers only: CPU and resident memory of the server's process tree.",
             fieldConfig={"defaults": {"unit": "none", "decimals": 2}, "overrides": [
                 {"matcher": {"id": "byName", "options": "resident memory"},
                  "properties": [{"id": "unit", "value": "bytes"}, {"id": "custom.axisPlacement", "value": "right"}]},
             ]},
         ),
     ]
+    panels.append({
+        "id": row_id, "type": "row", "title": "Detail (--metrics.detail, --metrics.histograms=classic)",
+        "collapsed": True, "gridPos": row_pos, "panels": detail_panels,
+    })
     variables = [
         datasource_var(),
         query_var("job", "Job", "label_values(mcpmon_build_info, job)", True),

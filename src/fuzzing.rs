@@ -102,7 +102,9 @@ pub fn metrics(data: &[u8]) {
         was_late: false,
     };
     owner.apply(Msg::Server(id, probe), now);
-    let Ok(metrics) = crate::output::metrics::Metrics::new("fuzz") else {
+    let Ok(metrics) =
+        crate::output::metrics::Metrics::new("fuzz", crate::output::metrics::Exposition::FULL)
+    else {
         panic!("the registry builds");
     };
     let exposition = metrics.render(&owner.publish());

@@ -107,6 +107,8 @@ pub struct Options {
     pub extra_listeners: Vec<TcpListener>,
     /// This replica's share of the fleet.
     pub shard: Shard,
+    /// What `/metrics` carries per server.
+    pub exposition: output::metrics::Exposition,
 }
 
 /// Run mcpmon on `listener` until `shutdown` resolves, then close every
@@ -126,7 +128,7 @@ pub async fn run_with(
     shutdown: impl Future<Output = ()>,
     mut options: Options,
 ) -> Result<(), RunError> {
-    let metrics = Arc::new(Metrics::new(REVISION)?);
+    let metrics = Arc::new(Metrics::new(REVISION, options.exposition)?);
     metrics.record_reload(true);
     redact::set_secrets(config.secrets());
     let http = http_client()?;

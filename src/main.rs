@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use mcpmon::config;
 use mcpmon::discovery::Shard;
 use mcpmon::oneshot::{ProbeOptions, probe};
+use mcpmon::output::metrics::{Exposition, Histograms};
 use mcpmon::state::verdict::State;
 
 #[derive(Parser)]
@@ -47,6 +48,15 @@ struct Cli {
     /// How often the file is checked under --config.auto-reload.
     #[arg(long = "config.auto-reload-interval", default_value = "30s", value_parser = parse_duration)]
     auto_reload_interval: std::time::Duration,
+    /// Per-server duration histograms on /metrics: small (liveness in four
+    /// buckets), classic (every bucket, health checks and progress
+    /// intervals too) or off. See docs/metrics.md for the series each costs.
+    #[arg(long = "metrics.histograms", value_enum, default_value_t = Histograms::Small)]
+    histograms: Histograms,
+    /// Also export the descriptive per-server series (session start, tool
+    /// counts, stdio CPU and memory) and every counter from zero.
+    #[arg(long = "metrics.detail")]
+    metrics_detail: bool,
     /// Split the fleet across this many replicas: each monitors the servers
     /// whose id hashes to its index (Prometheus hashmod: MD5 of the id, last
     /// 8 bytes big-endian, modulo the count).
@@ -249,6 +259,10 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                     telemetry_path: Some(cli.telemetry_path.clone()),
                     extra_listeners: listeners,
                     shard,
+                    exposition: Exposition {
+                        histograms: cli.histograms,
+                        detail: cli.metrics_detail,
+                    },
                 };
                 mcpmon::run_with(cfg, listener, shutdown_signal(), options).await?;
                 anyhow::Ok(())

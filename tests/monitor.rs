@@ -112,6 +112,21 @@ async fn healthy_and_degraded_servers_over_both_transports() {
         metric(&m, r#"mcpmon_fleet_servers{state="degraded"}"#),
         Some(2.0)
     );
+    // The series budget holds for real servers over both transports (the
+    // fields a server reports in its health check are its own, on top).
+    for id in ["ok-stdio", "deg-stdio", "ok-http", "deg-http"] {
+        let needle = format!("server=\"{id}\"");
+        let own: Vec<&str> = m
+            .lines()
+            .filter(|l| l.contains(&needle) && !l.starts_with("mcpmon_health_check_value{"))
+            .collect();
+        assert!(
+            !own.is_empty() && own.len() <= mcpmon::output::metrics::SERIES_BUDGET,
+            "{id}: {} series\n{}",
+            own.len(),
+            own.join("\n")
+        );
+    }
     // Series that exist from the first probe on (failure and reconnect
     // counters appear with their first event).
     for name in [

@@ -15,9 +15,54 @@ use std::sync::Mutex;
 
 use prometheus::{Encoder, Gauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
-use crate::state::series::Histogram;
+use crate::state::series::{Counters, Histogram};
 use crate::state::verdict::State;
 use crate::state::{ServerRecord, Snapshot};
+
+/// Which per-server duration histograms `/metrics` carries
+/// (`--metrics.histograms`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Histograms {
+    /// Liveness round trips in four buckets (and synthetic tool calls in
+    /// four), enough for the dashboards' quantiles and the latency alert.
+    #[default]
+    Small,
+    /// Every bucket: liveness and health checks in 14, progress intervals
+    /// in 12, tool calls in 14.
+    Classic,
+    /// No per-server duration histograms.
+    Off,
+}
+
+/// What the per-server part of `/metrics` carries. The default keeps a
+/// server within [`SERIES_BUDGET`] series of mcpmon's own.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Exposition {
+    /// The duration histograms.
+    pub histograms: Histograms,
+    /// Also the descriptive series (session start, tool counts, stdio CPU
+    /// and memory) and every counter from zero (`--metrics.detail`).
+    pub detail: bool,
+}
+
+impl Exposition {
+    /// Everything: classic histograms and every descriptive series.
+    pub const FULL: Exposition = Exposition {
+        histograms: Histograms::Classic,
+        detail: true,
+    };
+}
+
+/// Most series of mcpmon's own per healthy server at the default
+/// exposition (the fields a server reports in its health check come on top,
+/// at most `health_check_max_fields`). `docs/metrics.md` itemises it.
+pub const SERIES_BUDGET: usize = 20;
+
+/// The `le` bounds the small exposition keeps of liveness histograms: the
+/// alert's 0.5 s threshold needs a bound at it and one above.
+const SMALL_LATENCY: &[&str] = &["0.01", "0.1", "0.5", "2.5"];
+/// The `le` bounds the small exposition keeps of tool call histograms.
+const SMALL_TOOL_CALL: &[&str] = &["0.1", "1", "10", "60"];
 
 /// The per-server families, in the order they are rendered.
 #[derive(Clone, Copy)]
@@ -189,12 +234,22 @@ const FAMILY_META: [(&str, &str, &str); FAMILIES] = [
 ];
 
 /// Write a histogram's `_bucket`, `_sum` and `_count` lines; `labels` is
-/// the label set without braces, e.g. `server="a"`.
-fn render_histogram(h: &Histogram, out: &mut String, name: &str, labels: &str) {
+/// the label set without braces, e.g. `server="a"`. With `keep`, only the
+/// buckets with those `le` values are written (still cumulative, so the
+/// coarser histogram is exact at its bounds).
+fn render_histogram(
+    h: &Histogram,
+    out: &mut String,
+    name: &str,
+    labels: &str,
+    keep: Option<&[&str]>,
+) {
     let mut cumulative = 0;
     for (le, n) in h.buckets.le.iter().zip(h.counts.iter()) {
         cumulative += n;
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+        if keep.is_none_or(|k| k.contains(le)) {
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+        }
     }
     let _ = writeln!(
         out,
@@ -206,7 +261,7 @@ fn render_histogram(h: &Histogram, out: &mut String, name: &str, labels: &str) {
 }
 
 /// Append one server's lines to each family's buffer.
-fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
+fn render_server(id: &str, r: &ServerRecord, x: Exposition, out: &mut [String; FAMILIES]) {
     // Ids are restricted to `[A-Za-z0-9_.-]`, so they need no escaping.
     let l = format!("server=\"{id}\"");
     let l = l.as_str();
@@ -274,7 +329,7 @@ fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
         }
         let _ = writeln!(buf, "{l}}} 1");
     }
-    if let Some(n) = st.tools {
+    if let (Some(n), true) = (st.tools, x.detail) {
         put(
             out,
             Family::Tools,
@@ -290,22 +345,30 @@ fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
             ),
         );
     }
-    put(
-        out,
-        Family::ToolsChanges,
-        format_args!(
-            "{}{{{l}}} {}\n",
-            name(Family::ToolsChanges),
-            v.tools_changes
-        ),
-    );
-    for (f, value) in [
-        (Family::SessionStart, v.session_start),
-        (Family::LastCheck, v.last_check),
-        (Family::ChildCpu, v.child_cpu),
+    // A counter nothing has moved is left out by default: it appears with
+    // its first increment (what `rate()` then misses is that one event).
+    if x.detail || v.tools_changes > 0 {
+        put(
+            out,
+            Family::ToolsChanges,
+            format_args!(
+                "{}{{{l}}} {}\n",
+                name(Family::ToolsChanges),
+                v.tools_changes
+            ),
+        );
+    }
+    for (f, value, always) in [
+        (Family::SessionStart, v.session_start, false),
+        (Family::LastCheck, v.last_check, true),
+        (Family::ChildCpu, v.child_cpu, false),
     ] {
-        if let Some(x) = value {
-            put(out, f, format_args!("{}{{{l}}} {}\n", name(f), Float(x)));
+        if let (Some(value), true) = (value, always || x.detail) {
+            put(
+                out,
+                f,
+                format_args!("{}{{{l}}} {}\n", name(f), Float(value)),
+            );
         }
     }
     if let Some((at, refreshable)) = v.token_expiry {
@@ -319,7 +382,7 @@ fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
             ),
         );
     }
-    if let Some(n) = v.child_rss {
+    if let (Some(n), true) = (v.child_rss, x.detail) {
         put(
             out,
             Family::ChildRss,
@@ -340,7 +403,7 @@ fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
         (Family::ProbesSkipped, &v.probes_skipped),
         (Family::ProbesThrottled, &v.probes_throttled),
     ] {
-        for (probe, n) in &counters.0 {
+        for (probe, n) in shown(counters, x) {
             put(
                 out,
                 f,
@@ -348,7 +411,7 @@ fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
             );
         }
     }
-    for ((probe, reason), n) in &v.probe_failures.0 {
+    for ((probe, reason), n) in shown(&v.probe_failures, x) {
         put(
             out,
             Family::ProbeFailures,
@@ -360,7 +423,7 @@ fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
             ),
         );
     }
-    for (reason, n) in &v.reconnects.0 {
+    for (reason, n) in shown(&v.reconnects, x) {
         put(
             out,
             Family::Reconnects,
@@ -382,13 +445,25 @@ fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
             ),
         );
     }
-    for (f, h) in [
-        (Family::PingDuration, &v.ping_duration),
-        (Family::HealthCheckDuration, &v.health_check_duration),
-        (Family::ProgressInterval, &v.progress_interval),
-    ] {
+    let (latency, tool_calls): (&[_], _) = match x.histograms {
+        Histograms::Off => (&[], None),
+        Histograms::Small => (
+            &[(Family::PingDuration, &v.ping_duration)],
+            Some(Some(SMALL_TOOL_CALL)),
+        ),
+        Histograms::Classic => (
+            &[
+                (Family::PingDuration, &v.ping_duration),
+                (Family::HealthCheckDuration, &v.health_check_duration),
+                (Family::ProgressInterval, &v.progress_interval),
+            ],
+            Some(None),
+        ),
+    };
+    let keep = (x.histograms == Histograms::Small).then_some(SMALL_LATENCY);
+    for &(f, h) in latency {
         if let Some(h) = h {
-            render_histogram(h, &mut out[f as usize], name(f), l);
+            render_histogram(h, &mut out[f as usize], name(f), l, keep);
         }
     }
     for (field, x) in &v.health_check_values {
@@ -405,13 +480,14 @@ fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
     }
     for t in &v.tool_calls {
         let tool = Escaped(&t.tool);
-        if let Some(h) = &t.duration {
+        if let (Some(h), Some(keep)) = (&t.duration, tool_calls) {
             let labels = format!("{l},tool=\"{tool}\"");
             render_histogram(
                 h,
                 &mut out[Family::ToolCallDuration as usize],
                 name(Family::ToolCallDuration),
                 &labels,
+                keep,
             );
         }
         for (reason, n) in &t.cancellations.0 {
@@ -426,6 +502,11 @@ fn render_server(id: &str, r: &ServerRecord, out: &mut [String; FAMILIES]) {
             );
         }
     }
+}
+
+/// The counters a render shows: all with `detail`, else those above zero.
+fn shown<K>(c: &Counters<K>, x: Exposition) -> impl Iterator<Item = &(K, u64)> {
+    c.0.iter().filter(move |(_, n)| x.detail || *n > 0)
 }
 
 /// Append one formatted line to a family's buffer.
@@ -474,6 +555,8 @@ impl std::fmt::Display for Float {
 /// snapshot, plus mcpmon's own series in a `prometheus` registry.
 pub struct Metrics {
     registry: Registry,
+    /// What the per-server part carries.
+    exposition: Exposition,
     /// Each family's size at the last scrape, to allocate its buffer once.
     last_sizes: Mutex<[usize; FAMILIES]>,
     /// `mcpmon_runtime_alive_tasks`
@@ -509,10 +592,12 @@ fn opts(name: &str, help: &str) -> Opts {
 }
 
 impl Metrics {
-    /// Build and register mcpmon's own metrics.
-    pub fn new(revision: &str) -> Result<Metrics, prometheus::Error> {
+    /// Build and register mcpmon's own metrics; servers are rendered as
+    /// `exposition` says.
+    pub fn new(revision: &str, exposition: Exposition) -> Result<Metrics, prometheus::Error> {
         let m = Metrics {
             registry: Registry::new(),
+            exposition,
             last_sizes: Mutex::new([0; FAMILIES]),
             version: std::sync::atomic::AtomicU64::new(0),
             alive_tasks: prometheus::IntGauge::with_opts(opts(
@@ -670,7 +755,7 @@ impl Metrics {
         let mut families: [String; FAMILIES] =
             std::array::from_fn(|i| String::with_capacity(sizes[i] + sizes[i] / 8));
         for (id, r) in &snap.servers {
-            render_server(id, r, &mut families);
+            render_server(id, r, self.exposition, &mut families);
         }
         *self.last_sizes.lock().unwrap_or_else(|p| p.into_inner()) =
             std::array::from_fn(|i| families[i].len());
@@ -748,7 +833,136 @@ mod tests {
     }
 
     fn render(o: &mut Owner) -> String {
-        Metrics::new("test").expect("metrics").render(&o.publish())
+        Metrics::new("test", Exposition::FULL)
+            .expect("metrics")
+            .render(&o.publish())
+    }
+
+    /// A healthy server as it looks after a while: session open with the
+    /// health tool, pings and health checks answered, tools listed, stdio
+    /// process sampled, a state change behind it.
+    fn healthy_for_a_while(o: &mut Owner, id: &str, labels: usize, http: bool) {
+        let now = Instant::now();
+        let mut s = spec(id);
+        if http {
+            s.transport = crate::config::TransportSpec::Http {
+                url: "http://127.0.0.1:1/mcp".parse().expect("url"),
+                headers: vec![],
+                bearer_token: None,
+                oauth2: None,
+            };
+        }
+        s.labels = (0..labels)
+            .map(|i| crate::config::Label {
+                name: format!("l{i}"),
+                exported: format!("label_l{i}"),
+                value: "v".into(),
+            })
+            .collect();
+        add(o, &s, now);
+        let mut open = opened();
+        if let Event::Opened { health_check, .. } = &mut open {
+            *health_check = true;
+        }
+        event(o, id, open, now);
+        for ms in [1, 3, 40, 700] {
+            event(o, id, Event::Sent(ProbeKind::Ping), now);
+            let outcome = answered(ProbeKind::Ping, ms);
+            event(
+                o,
+                id,
+                Event::Probe {
+                    outcome,
+                    was_late: false,
+                },
+                now,
+            );
+        }
+        event(o, id, Event::Sent(ProbeKind::HealthCheck), now);
+        let outcome = ProbeOutcome {
+            kind: ProbeKind::HealthCheck,
+            tool: None,
+            duration: Duration::from_millis(2),
+            result: Ok(Answer::Health(HealthReport {
+                status: Reported::Healthy,
+                fields: vec![],
+                is_error: false,
+            })),
+        };
+        event(
+            o,
+            id,
+            Event::Probe {
+                outcome,
+                was_late: false,
+            },
+            now,
+        );
+        if http {
+            return;
+        }
+        event(
+            o,
+            id,
+            Event::Process(crate::transport::ProcessSample {
+                state: crate::transport::procstat::RunState::Alive,
+                cpu: Duration::from_millis(30),
+                rss_bytes: 1 << 20,
+            }),
+            now,
+        );
+    }
+
+    /// Series of `id` in an exposition.
+    fn series_of(text: &str, id: &str) -> Vec<String> {
+        let needle = format!("server=\"{id}\"");
+        text.lines()
+            .filter(|l| !l.starts_with('#') && l.contains(&needle))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn a_healthy_server_stays_within_the_series_budget_by_default() {
+        let mut o = Owner::new(FleetPolicy::default(), 2);
+        healthy_for_a_while(&mut o, "stdio", 3, false);
+        healthy_for_a_while(&mut o, "http", 3, true);
+        let snap = o.publish();
+        let count = |x: Exposition, id: &str| {
+            assert_eq!(snap.servers[id].status.status, State::Healthy);
+            let text = Metrics::new("test", x).expect("metrics").render(&snap);
+            series_of(&text, id)
+        };
+        for id in ["stdio", "http"] {
+            let default = count(Exposition::default(), id);
+            assert!(
+                default.len() <= SERIES_BUDGET,
+                "{id}: {} series at the default exposition, budget {SERIES_BUDGET}:\n{}",
+                default.len(),
+                default.join("\n")
+            );
+            // The small histogram is the classic one, exact at its bounds.
+            let classic = count(Exposition::FULL, id);
+            for line in default.iter().filter(|l| l.contains("_bucket{")) {
+                assert!(
+                    classic.contains(line),
+                    "{line} not in the classic histogram"
+                );
+            }
+        }
+        // The counts docs/metrics.md gives for each setting: (histograms,
+        // detail) -> (stdio, http).
+        for (histograms, detail, want) in [
+            (Histograms::Small, false, (20, 20)),
+            (Histograms::Off, false, (13, 13)),
+            (Histograms::Classic, false, (47, 47)),
+            (Histograms::Small, true, (34, 35)),
+            (Histograms::Classic, true, (61, 62)),
+        ] {
+            let x = Exposition { histograms, detail };
+            let got = (count(x, "stdio").len(), count(x, "http").len());
+            assert_eq!(got, want, "{x:?}");
+        }
     }
 
     #[test]
