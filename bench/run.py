@@ -152,9 +152,13 @@ def run_peer(name, mode, target, n, interval, duration):
     return json.loads(lines[-1])
 
 
+ERA_VERSIONS = {"legacy": "2025-11-25", "modern": "2026-07-28"}
+ERA = "legacy"
+
+
 def run_mcpmon(mode, target, n, interval, duration, defaults=False):
     """`defaults`: every tunable at its default (the idle scenario), else
-    the ping workload: `interval`, no health checks, one protocol."""
+    the ping workload: `interval`, no health checks, one protocol (ERA)."""
     tmp = tempfile.TemporaryDirectory()
     cfg = pathlib.Path(tmp.name) / "fleet.yaml"
     lines = [] if defaults else [
@@ -164,7 +168,7 @@ def run_mcpmon(mode, target, n, interval, duration, defaults=False):
         "  health_check_interval: 1h",
         "  stuck_after: 10m",
         "  connect_timeout: 60s",
-        "  protocol: 2025-11-25",
+        f"  protocol: {ERA_VERSIONS[ERA]}",
     ]
     lines.append("servers:")
     for i in range(n):
@@ -262,12 +266,18 @@ def main():
     ap.add_argument("--profile", default="release", help="cargo profile whose binaries to run")
     ap.add_argument("--mcpmon", help="run this mcpmon binary instead (an A/B against another build)")
     ap.add_argument("--mcpmon-args", default="", help="extra mcpmon flags, space-separated")
+    ap.add_argument("--era", choices=sorted(ERA_VERSIONS), default="legacy",
+                    help="protocol era mcpmon speaks to the simulator (legacy: initialize and a session; modern: server/discover)")
+    ap.add_argument("--memory", metavar="N,N",
+                    help="instead: resident KiB per held HTTP session at these N, both eras: the RSS difference "
+                         "from a 10-server instance divided by the added sessions")
     ap.add_argument("--idle", type=float, metavar="SECONDS",
                     help="instead: mcpmon alone on 5 HTTP servers with every tunable at its default, "
                          "measured this long (CPU share and wake-ups per second)")
     args = ap.parse_args()
     use_profile(args.profile)
-    global MCPMON, MCPMON_ARGS
+    global MCPMON, MCPMON_ARGS, ERA
+    ERA = args.era
     if args.mcpmon:
         MCPMON = pathlib.Path(args.mcpmon)
     MCPMON_ARGS = args.mcpmon_args.split()
@@ -279,6 +289,8 @@ def main():
     raise_fd_limit()
     if args.idle:
         return idle(args.idle, args.reps)
+    if args.memory:
+        return memory([int(n) for n in args.memory.split(",")], args.reps, args.duration)
     clients = args.clients.split(",")
     scenarios = [("http", int(n)) for n in args.http.split(",") if n] + [("stdio", int(n)) for n in args.stdio.split(",") if n]
     results = {}
@@ -308,6 +320,31 @@ def main():
         print(f"# no result for: {', '.join(missing)}", file=sys.stderr)
         if args.smoke:
             sys.exit(1)
+
+
+def memory(sizes, reps, duration):
+    """KiB per held session, both eras: mcpmon at N against a 10-server
+    instance, pinging once a second (at most 1000 pings a second)."""
+    global ERA
+    base = 10
+    for era in ("legacy", "modern"):
+        ERA = era
+        rss = {}
+        for n in [base] + sizes:
+            rows = []
+            for rep in range(reps):
+                sim, target = start_sim()
+                try:
+                    rows.append(run_mcpmon("http", target, n, max(1.0, n / 1000), duration))
+                finally:
+                    sim.kill()
+                    sim.wait()
+                print(f"# memory {era} N={n} rep {rep + 1}: {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
+            rss[n] = med(rows, "rss_kib")
+        for n in sizes:
+            per = (rss[n] - rss[base]) / (n - base)
+            print(f"- {era} era, N={n}: {per:.1f} KiB per held session "
+                  f"(RSS {rss[n] / 1024:.1f} MiB against {rss[base] / 1024:.1f} MiB at N={base}, median of {reps})")
 
 
 def idle(duration, reps):

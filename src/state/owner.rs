@@ -6,7 +6,8 @@
 //! `/metrics` and `/health` of one generation always agree.
 //!
 //! Publishing is coalesced (at most every [`PUBLISH_EVERY`]) and driven by
-//! messages: an idle fleet wakes the owner for nothing.
+//! messages: an idle fleet wakes the owner for nothing, and a probe sent
+//! waits (up to [`QUIET_LAG`]) to be published with its result.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,6 +29,16 @@ use crate::probe::{Answer, FailureReason, ProbeKind};
 
 /// Longest delay between a change and its appearance in snapshots.
 pub const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+
+/// Longest delay for a change that alters no verdict (a probe sent or
+/// skipped): it usually rides along with the probe's result a moment
+/// later, so a probe costs one publish and no timer wake-up of its own.
+pub const QUIET_LAG: Duration = Duration::from_secs(1);
+
+/// Whether a message only moves counters: published within [`QUIET_LAG`].
+fn quiet(msg: &Msg) -> bool {
+    matches!(msg, Msg::Server(_, Event::Sent(_) | Event::Skipped(_)))
+}
 
 /// Counts per state.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -497,14 +508,19 @@ pub async fn run(
             msg = rx.recv() => {
                 let Some(msg) = msg else { break };
                 let now = Instant::now();
+                let mut all_quiet = quiet(&msg);
                 owner.apply(msg, now);
                 // Drain what is queued so a burst costs one publish.
                 while let Ok(msg) = rx.try_recv() {
+                    all_quiet &= quiet(&msg);
                     owner.apply(msg, now);
                 }
-                if publish_at.is_none() {
-                    publish_at = Some((last_publish + PUBLISH_EVERY).max(now));
-                }
+                let at = if all_quiet {
+                    now + QUIET_LAG
+                } else {
+                    (last_publish + PUBLISH_EVERY).max(now)
+                };
+                publish_at = Some(publish_at.map_or(at, |p| p.min(at)));
             }
             _ = async { tokio::time::sleep_until(wake.expect("guarded")).await }, if wake.is_some() => {}
         }
