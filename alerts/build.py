@@ -117,6 +117,7 @@ class Mixin:
         unhealthy = m("mcpmon_server_state", 'state="unhealthy"')
         degraded = m("mcpmon_server_state", 'state="degraded"')
         static_token = m("mcpmon_auth_token_expiry_timestamp_seconds", 'refreshable="false"')
+        no_health_tool = m("mcpmon_server_info", 'health_check="false"')
         reason = ("{{ with printf \"mcpmon_server_reason{server='%s'}\" $labels.server | query }}"
                   "{{ . | first | label \"reason\" }}{{ end }}")
         servers = [
@@ -158,7 +159,8 @@ class Mixin:
                 for_="10m"),
             self.server_alert(
                 "McpServerHealthCheckMissing",
-                f"{m('mcpmon_server_health_check_present')} == 0 and on (job, instance, server) {m('mcpmon_server_up')} == 1",
+                f"max by (job, instance, server) ({no_health_tool})"
+                f" and on (job, instance, server) {m('mcpmon_server_up')} == 1",
                 "info",
                 "MCP server {{ $labels.server }} has no health_check tool",
                 "{{ $labels.server }} is up but does not list its health tool, so mcpmon judges it by "

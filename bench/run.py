@@ -173,7 +173,9 @@ def run_mcpmon(mode, target, n, interval, duration, defaults=False):
     lines.append("servers:")
     for i in range(n):
         if mode == "http":
-            lines += [f"  - id: s{i}", "    transport: http", f"    url: {target}/mcp/{i}"]
+            # A target ending in /mcp is one server every session shares.
+            url = target if target.endswith("/mcp") else f"{target}/mcp/{i}"
+            lines += [f"  - id: s{i}", "    transport: http", f"    url: {url}"]
         else:
             lines += [f"  - id: s{i}", "    transport: stdio", f"    command: {target}", '    args: ["--stdio"]']
     cfg.write_text("\n".join(lines) + "\n")
@@ -271,6 +273,8 @@ def main():
     ap.add_argument("--memory", metavar="N,N",
                     help="instead: resident KiB per held HTTP session at these N, both eras: the RSS difference "
                          "from a 10-server instance divided by the added sessions")
+    ap.add_argument("--everything", type=int, metavar="N",
+                    help="instead: N sessions to npm server-everything, mcpmon against the TypeScript SDK client")
     ap.add_argument("--idle", type=float, metavar="SECONDS",
                     help="instead: mcpmon alone on 5 HTTP servers with every tunable at its default, "
                          "measured this long (CPU share and wake-ups per second)")
@@ -289,6 +293,8 @@ def main():
     raise_fd_limit()
     if args.idle:
         return idle(args.idle, args.reps)
+    if args.everything:
+        return everything(args.everything, args.reps, args.duration)
     if args.memory:
         return memory([int(n) for n in args.memory.split(",")], args.reps, args.duration)
     clients = args.clients.split(",")
@@ -322,6 +328,44 @@ def main():
             sys.exit(1)
 
 
+EVERYTHING = ROOT / "tests/node/node_modules/.bin/mcp-server-everything"
+
+
+def start_everything():
+    """npm server-everything over Streamable HTTP on a free port."""
+    port = free_port()
+    p = subprocess.Popen([str(EVERYTHING), "streamableHttp"], env=dict(os.environ, PORT=str(port)),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    line = p.stderr.readline()
+    if "listening" not in line:
+        p.kill()
+        raise RuntimeError(f"server-everything: {line!r}")
+    return p, f"http://127.0.0.1:{port}/mcp"
+
+
+def everything(n, reps, duration):
+    """CPU per ping at N sessions to npm server-everything: mcpmon against
+    the official TypeScript SDK client, alternating, one ping a second each."""
+    rows = {"mcpmon": [], "ts": []}
+    for rep in range(reps):
+        for client in (["mcpmon", "ts"] if rep % 2 == 0 else ["ts", "mcpmon"]):
+            server, url = start_everything()
+            try:
+                if client == "mcpmon":
+                    r = run_mcpmon("http", url, n, 1.0, duration)
+                else:
+                    r = run_peer("ts", "http", url, n, 1.0, duration)
+            finally:
+                server.kill()
+                server.wait()
+            rows[client].append(r)
+            print(f"# everything N={n} rep {rep + 1} {client}: {json.dumps(r)}", file=sys.stderr, flush=True)
+    per = {c: med([{"v": 1e6 * r["cpu_s"] / max(r["pings"], 1)} for r in rs], "v") for c, rs in rows.items()}
+    print(f"- npm server-everything, N={n}, one ping a second each: mcpmon {per['mcpmon']:.1f} µs of CPU per ping, "
+          f"TypeScript SDK client {per['ts']:.1f} µs: the SDK costs {per['ts'] / per['mcpmon']:.1f}× mcpmon "
+          f"(median of {reps}, {med(rows['mcpmon'], 'pings'):.0f} and {med(rows['ts'], 'pings'):.0f} pings)")
+
+
 def memory(sizes, reps, duration):
     """KiB per held session, both eras: mcpmon at N against a 10-server
     instance, pinging once a second (at most 1000 pings a second)."""
@@ -349,20 +393,31 @@ def memory(sizes, reps, duration):
 
 def idle(duration, reps):
     """The cost of watching a small fleet: 5 HTTP servers, default tunables."""
-    rows = []
+    rows, floor = [], []
     for rep in range(reps):
         sim, base = start_sim()
         try:
             r = run_mcpmon("http", base, 5, 10, duration, defaults=True)
+            # The floor client at the same ping rate (mcpmon's default
+            # interval, 10 s), pings only: what waking up to send 30 pings
+            # costs on this machine at all.
+            f = run_peer("floor", "http", base, 5, 10, duration)
         finally:
             sim.kill()
             sim.wait()
         rows.append(r)
+        floor.append(f)
         print(f"# idle rep {rep + 1}: {json.dumps(r)}", file=sys.stderr, flush=True)
-    print(f"- idle, 5 HTTP servers at default tunables over {duration:g} s: "
-          f"{100 * med(rows, 'core_share'):.3f}% of one core, {med(rows, 'wakeups_per_s'):.1f} wake-ups/s, "
+        print(f"# idle rep {rep + 1} floor: {json.dumps(f)}", file=sys.stderr, flush=True)
+    share = med(rows, "core_share")
+    floor_share = med(floor, "cpu_s") / duration
+    print(f"- idle, 5 HTTP servers at default tunables (health checks included) over {duration:g} s: "
+          f"{100 * share:.3f}% of one core, {med(rows, 'wakeups_per_s'):.1f} wake-ups/s, "
           f"{med(rows, 'cpu_s') * 1e6 / max(med(rows, 'pings'), 1):.0f} µs of CPU per ping "
           f"({med(rows, 'pings'):.0f} pings); RSS {med(rows, 'rss_kib') / 1024:.1f} MiB (median of {len(rows)})")
+    print(f"- the floor client, 5 sessions pinged every 10 s (pings only) over {duration:g} s: "
+          f"{100 * floor_share:.3f}% of one core ({med(floor, 'pings'):.0f} pings); "
+          f"mcpmon idle = {share / floor_share:.1f}× the floor")
 
 
 def med(rows, key):

@@ -362,7 +362,7 @@ def server():
         ),
         panel(
             L, "stat", "Health check tool",
-            [target(f"max(mcpmon_server_health_check_present{{{sel}}})", instant=True)],
+            [target(f'count(mcpmon_server_info{{{sel}, health_check="true"}}) or vector(0)', instant=True)],
             w=6, h=4, fieldConfig={"defaults": {"unit": "none", "mappings": [{"type": "value", "options": {
                 "0": {"text": "not listed", "color": "orange"}, "1": {"text": "listed", "color": "green"}}}]},
                 "overrides": []},
@@ -463,7 +463,7 @@ def server():
                 target(f"rate(mcpmon_child_cpu_seconds_total{{{sel}}}[$__rate_interval])", "CPU (cores)", "A"),
                 target(f"mcpmon_child_resident_memory_bytes{{{sel}}}", "resident memory", "B"),
             ],
-            description="Needs --metrics.detail; stdio servers only: CPU and resident memory of the server's process tree.",
+            description="stdio servers only: CPU and resident memory of the server's process tree (the memory needs --metrics.detail).",
             fieldConfig={"defaults": {"unit": "none", "decimals": 2}, "overrides": [
                 {"matcher": {"id": "byName", "options": "resident memory"},
                  "properties": [{"id": "unit", "value": "bytes"}, {"id": "custom.axisPlacement", "value": "right"}]},

@@ -226,24 +226,25 @@ pub fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
     Ok(out)
 }
 
-/// The lean ping's readers on an arbitrary body: reading it whole or in two
-/// chunks (as it arrives) finds the same answer, and error text is bounded.
+/// The lean link's readers on an arbitrary answer body: reading it whole
+/// or in two chunks (as it arrives) finds the same messages, and error text
+/// is bounded.
 pub fn lean_ping(data: &[u8]) {
-    use crate::transport::lean_ping::{answer_to, scan_sse};
+    use crate::transport::lean_link::{Seen, events, seen};
     let id = "mcpmon-ping-1";
-    if let Some(Err(e)) = answer_to(data, id) {
+    if let Seen::Answer(Err(e)) = seen(data, id, Some(1)) {
         assert!(e.to_string().len() <= 400, "unbounded error text");
     }
-    let (whole, used) = scan_sse(data, id);
+    let (whole, used) = events(data, id, Some(1));
     assert!(used <= data.len());
     let cut = data
         .first()
         .map_or(0, |b| usize::from(*b) % (data.len() + 1));
-    let (first, used_first) = scan_sse(&data[..cut], id);
-    let chunked = first.or_else(|| scan_sse(&data[used_first..], id).0);
+    let (mut chunked, used_first) = events(&data[..cut], id, Some(1));
+    chunked.extend(events(&data[used_first..], id, Some(1)).0);
     assert_eq!(
         whole, chunked,
-        "the answer depends on where the body was cut"
+        "the messages depend on where the body was cut"
     );
 }
 

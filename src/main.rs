@@ -60,7 +60,7 @@ struct Cli {
     #[arg(long = "metrics.histograms", value_enum, default_value_t = Histograms::Small)]
     histograms: Histograms,
     /// Also export the descriptive per-server series (session start, tool
-    /// counts, stdio CPU and memory) and every counter from zero.
+    /// counts, stdio memory) and every counter from zero.
     #[arg(long = "metrics.detail")]
     metrics_detail: bool,
     /// Split the fleet across this many replicas: each monitors the servers

@@ -17,7 +17,8 @@ const clients = [];
 for (let i = 0; i < n; i++) {
   const client = new Client({ name: "ts-peer", version: "1" });
   const transport = mode === "http"
-    ? new StreamableHTTPClientTransport(new URL(`${target}/mcp/${i}`))
+    // A target ending in /mcp is one server every session shares.
+    ? new StreamableHTTPClientTransport(new URL(target.endsWith("/mcp") ? target : `${target}/mcp/${i}`))
     : new StdioClientTransport({ command: target, args: ["--stdio"] });
   await client.connect(transport);
   clients.push(client);

@@ -24,7 +24,8 @@ use crate::state::{ServerRecord, Snapshot};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Histograms {
     /// Liveness round trips in four buckets (and synthetic tool calls in
-    /// four), enough for the dashboards' quantiles and the latency alert.
+    /// four; progress intervals as count and sum), enough for the
+    /// dashboards' quantiles and the latency alert.
     #[default]
     Small,
     /// Every bucket: liveness and health checks in 14, progress intervals
@@ -40,8 +41,8 @@ pub enum Histograms {
 pub struct Exposition {
     /// The duration histograms.
     pub histograms: Histograms,
-    /// Also the descriptive series (session start, tool counts, stdio CPU
-    /// and memory) and every counter from zero (`--metrics.detail`).
+    /// Also the descriptive series (session start, tool counts, stdio
+    /// memory) and every counter from zero (`--metrics.detail`).
     pub detail: bool,
 }
 
@@ -71,7 +72,6 @@ enum Family {
     State,
     Reason,
     Info,
-    HealthCheckPresent,
     Labels,
     Tools,
     ToolsChanges,
@@ -96,7 +96,7 @@ enum Family {
     TokenExpiry,
 }
 
-const FAMILIES: usize = 27;
+const FAMILIES: usize = 26;
 
 /// Name, type and help of each family, indexed by [`Family`].
 const FAMILY_META: [(&str, &str, &str); FAMILIES] = [
@@ -118,12 +118,7 @@ const FAMILY_META: [(&str, &str, &str); FAMILIES] = [
     (
         "mcpmon_server_info",
         "gauge",
-        "Descriptive data about the server's current session (always 1).",
-    ),
-    (
-        "mcpmon_server_health_check_present",
-        "gauge",
-        "1 if the server's current session lists the health tool.",
+        "Descriptive data about the server's current session (always 1); health_check says whether it lists the health tool.",
     ),
     (
         "mcpmon_server_labels",
@@ -300,8 +295,9 @@ fn render_server(id: &str, r: &ServerRecord, x: Exposition, out: &mut [String; F
             out,
             Family::Info,
             format_args!(
-                "{}{{protocol_version=\"{}\",{l},server_name=\"{}\",server_version=\"{}\",transport=\"{}\"}} 1\n",
+                "{}{{health_check=\"{}\",protocol_version=\"{}\",{l},server_name=\"{}\",server_version=\"{}\",transport=\"{}\"}} 1\n",
                 name(Family::Info),
+                v.health_check_present,
                 Escaped(&i[1]),
                 Escaped(&i[2]),
                 Escaped(&i[3]),
@@ -309,15 +305,6 @@ fn render_server(id: &str, r: &ServerRecord, x: Exposition, out: &mut [String; F
             ),
         );
     }
-    put(
-        out,
-        Family::HealthCheckPresent,
-        format_args!(
-            "{}{{{l}}} {}\n",
-            name(Family::HealthCheckPresent),
-            u8::from(v.health_check_present)
-        ),
-    );
     // Every server has the series, labels or not, so a `group_left` join
     // never drops one (kube-state-metrics' kube_pod_labels does the same).
     {
@@ -361,7 +348,7 @@ fn render_server(id: &str, r: &ServerRecord, x: Exposition, out: &mut [String; F
     for (f, value, always) in [
         (Family::SessionStart, v.session_start, false),
         (Family::LastCheck, v.last_check, true),
-        (Family::ChildCpu, v.child_cpu, false),
+        (Family::ChildCpu, v.child_cpu, true),
     ] {
         if let (Some(value), true) = (value, always || x.detail) {
             put(
@@ -448,7 +435,10 @@ fn render_server(id: &str, r: &ServerRecord, x: Exposition, out: &mut [String; F
     let (latency, tool_calls): (&[_], _) = match x.histograms {
         Histograms::Off => (&[], None),
         Histograms::Small => (
-            &[(Family::PingDuration, &v.ping_duration)],
+            &[
+                (Family::PingDuration, &v.ping_duration),
+                (Family::ProgressInterval, &v.progress_interval),
+            ],
             Some(Some(SMALL_TOOL_CALL)),
         ),
         Histograms::Classic => (
@@ -460,8 +450,14 @@ fn render_server(id: &str, r: &ServerRecord, x: Exposition, out: &mut [String; F
             Some(None),
         ),
     };
-    let keep = (x.histograms == Histograms::Small).then_some(SMALL_LATENCY);
     for &(f, h) in latency {
+        // Small: liveness in four buckets; progress intervals (a server
+        // that sent progress at all) as their count and sum.
+        let keep = match (x.histograms, f) {
+            (Histograms::Small, Family::PingDuration) => Some(SMALL_LATENCY),
+            (Histograms::Small, _) => Some(&[][..]),
+            _ => None,
+        };
         if let Some(h) = h {
             render_histogram(h, &mut out[f as usize], name(f), l, keep);
         }
@@ -953,11 +949,11 @@ mod tests {
         // The counts docs/metrics.md gives for each setting: (histograms,
         // detail) -> (stdio, http).
         for (histograms, detail, want) in [
-            (Histograms::Small, false, (20, 20)),
-            (Histograms::Off, false, (13, 13)),
-            (Histograms::Classic, false, (47, 47)),
-            (Histograms::Small, true, (34, 35)),
-            (Histograms::Classic, true, (61, 62)),
+            (Histograms::Small, false, (20, 19)),
+            (Histograms::Off, false, (13, 12)),
+            (Histograms::Classic, false, (47, 46)),
+            (Histograms::Small, true, (33, 34)),
+            (Histograms::Classic, true, (60, 61)),
         ] {
             let x = Exposition { histograms, detail };
             let got = (count(x, "stdio").len(), count(x, "http").len());
@@ -1193,9 +1189,10 @@ mod tests {
             lines(&text, "mcpmon_health_check_value{"),
             ["mcpmon_health_check_value{field=\"load\",server=\"a\"} +Inf"]
         );
-        assert_eq!(
-            lines(&text, "mcpmon_server_health_check_present{"),
-            ["mcpmon_server_health_check_present{server=\"a\"} 1"]
+        assert!(
+            info[0].starts_with(r#"mcpmon_server_info{health_check="true","#),
+            "{}",
+            info[0]
         );
     }
 

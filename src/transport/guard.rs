@@ -59,6 +59,18 @@ impl Flood {
     fn answered(&self) {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
+
+    /// Count a request a lean session read and dropped unanswered (it
+    /// offers no capabilities); false, and tripped, past the per-second
+    /// bound.
+    pub fn dropped(&self, now: Instant) -> bool {
+        let ok = self.admit(now);
+        self.answered();
+        if !ok {
+            self.tripped.store(true, Ordering::Relaxed);
+        }
+        ok
+    }
 }
 
 /// A transport that counts the server's requests against the bounds.

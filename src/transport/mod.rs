@@ -6,8 +6,8 @@
 //!   through rmcp), and tests script fakes behind the same trait.
 //! - [`Connector`] opens sessions for one server.
 //! - [`child`] spawns and shuts down stdio servers; [`procstat`] reads their
-//!   process tree from `/proc`; [`lean_ping`] sends legacy HTTP pings
-//!   without rmcp on the hot path.
+//!   process tree from `/proc`; [`lean_link`] holds legacy HTTP sessions
+//!   without rmcp once rmcp has opened them (through [`recorder`]).
 //!
 //! This layer imports only [`crate::config`] and [`crate::redact`].
 
@@ -15,9 +15,10 @@ pub mod child;
 #[cfg(test)]
 pub mod fake;
 pub mod guard;
-pub mod lean_ping;
+pub mod lean_link;
 pub mod oauth2;
 pub mod procstat;
+pub mod recorder;
 pub mod session;
 pub mod tools;
 

@@ -26,8 +26,9 @@ use rmcp::{ClientCacheConfig, ClientHandler, ClientLifecycleMode, ClientServiceE
 
 use super::child::{self, Child};
 use super::guard::{Flood, Guarded};
-use super::lean_ping::{Lean, LeanPinger, Recorder};
+use super::lean_link::{CallError, Deadlines, LeanLink};
 use super::oauth2::TokenSource;
+use super::recorder::Recorder;
 use super::{
     BoxFuture, Connector, Era, LinkFailure, OpenError, Progress, RequestError, ServerInfo, Session,
     ToolCall, ToolCallError, truncate,
@@ -101,6 +102,14 @@ impl Activity {
         }
     }
 
+    /// Progress for a token mcpmon chose (a lean link's request).
+    fn note_number(&self, token: u64) {
+        let token = i64::try_from(token).unwrap_or(i64::MAX);
+        self.note_progress(&rmcp::model::ProgressToken(
+            rmcp::model::NumberOrString::Number(token),
+        ));
+    }
+
     fn take(&self) -> Progress {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         Progress {
@@ -149,17 +158,31 @@ impl ClientHandler for Monitor {
     }
 }
 
+/// What carries a session's requests.
+enum Link {
+    /// rmcp's service: stdio, and the modern era.
+    Rmcp(RunningService<RoleClient, Monitor>),
+    /// A legacy HTTP session rmcp opened and mcpmon holds itself.
+    Lean(Lean),
+}
+
+/// A lean link, and what initializing it again takes.
+struct Lean {
+    link: Arc<LeanLink>,
+    spec: Box<ServerSpec>,
+    http: reqwest::Client,
+    version: ProtocolVersion,
+}
+
 /// An open session.
 pub struct RmcpSession {
-    service: RunningService<RoleClient, Monitor>,
+    link: Link,
     /// The bound on the server's own requests; tripped ends the session.
     flood: Arc<Flood>,
     child: Option<Child>,
     era: Era,
     info: ServerInfo,
     activity: Arc<Activity>,
-    /// Pings without rmcp (Streamable HTTP sessions).
-    lean: Option<LeanPinger>,
     /// OAuth tokens, when the server is configured with `oauth2`.
     tokens: Option<Arc<TokenSource>>,
     /// The expiry of a static bearer token that is a JWT.
@@ -248,6 +271,7 @@ impl RmcpSession {
         activity: Arc<Activity>,
     ) -> Result<RmcpSession, OpenError> {
         let deadline = spec.settings.connect_timeout.0;
+        let offered = legacy_version.clone();
         let handler = Monitor {
             activity: activity.clone(),
             legacy_version,
@@ -259,7 +283,7 @@ impl RmcpSession {
             phase,
             detail: "the server sent more requests than mcpmon serves".to_owned(),
         };
-        let mut lean = None;
+        let mut recorded: Option<(Recorder, reqwest::Url)> = None;
         let mut tokens: Option<Arc<TokenSource>> = None;
         let mut static_expiry = None;
         let (service, child) = match &spec.transport {
@@ -356,7 +380,7 @@ impl RmcpSession {
                     Some(t) => Recorder::new(http.clone()).with_tokens(t.clone()),
                     None => Recorder::new(http.clone()),
                 };
-                lean = Some(LeanPinger::new(http.clone(), url.clone(), recorder.clone()));
+                recorded = Some((recorder.clone(), url.clone()));
                 let transport = Guarded::new(
                     StreamableHttpClientTransport::with_client(recorder, config),
                     flood.clone(),
@@ -422,14 +446,33 @@ impl RmcpSession {
         } else {
             Era::Legacy
         };
+        // A legacy HTTP session is a session id and headers: keep those,
+        // and let rmcp's tasks and channels go (see `lean_link`).
+        let link = match recorded {
+            Some((recorder, url)) if era == Era::Legacy => {
+                match LeanLink::take_over(http.clone(), url, &recorder, flood.clone()) {
+                    Some(link) => {
+                        let _ =
+                            tokio::time::timeout(Duration::from_secs(2), service.cancel()).await;
+                        Link::Lean(Lean {
+                            link: Arc::new(link),
+                            spec: Box::new(spec.clone()),
+                            http: http.clone(),
+                            version: offered,
+                        })
+                    }
+                    None => Link::Rmcp(service),
+                }
+            }
+            _ => Link::Rmcp(service),
+        };
         Ok(RmcpSession {
             flood,
-            service,
+            link,
             child,
             era,
             info,
             activity,
-            lean,
             tokens,
             static_expiry,
         })
@@ -460,19 +503,20 @@ impl RmcpSession {
         }
     }
 
-    /// A legacy HTTP ping sent without rmcp (see [`super::lean_ping`]).
-    /// `None` when this session cannot take that path or the answer was not
-    /// plain; the caller then asks rmcp within what is left of `timeout`.
+    /// A legacy HTTP ping over the lean link (see [`super::lean_link`]);
+    /// `None` when this session is carried by rmcp.
     pub async fn lean_ping(&self, timeout: Duration) -> Option<Result<Duration, RequestError>> {
-        let (Era::Legacy, Some(lean)) = (self.era, &self.lean) else {
+        let Link::Lean(lean) = &self.link else {
             return None;
         };
         let start = Instant::now();
-        match tokio::time::timeout(timeout, lean.ping()).await {
-            Err(_) => Some(Err(RequestError::Timeout(timeout))),
-            Ok(Lean::Answered(r)) => Some(r.map(|()| start.elapsed())),
-            Ok(Lean::Fallback) => None,
-        }
+        let id = format!("mcpmon-ping-{}", lean.link.next_number());
+        Some(
+            self.lean_call(&id, "ping", None, None, Deadlines::within(timeout))
+                .await
+                .map(|_| start.elapsed())
+                .map_err(|e| request_error(e, timeout)),
+        )
     }
 
     async fn tools(&self, timeout: Duration) -> Result<super::tools::ToolSurface, RequestError> {
@@ -488,8 +532,30 @@ impl RmcpSession {
                 params,
                 extensions: Default::default(),
             });
-            let ServerResult::ListToolsResult(page) = self.request(request, timeout).await? else {
-                return Err(RequestError::Unexpected);
+            let page = match &self.link {
+                Link::Lean(lean) => {
+                    let id = format!("mcpmon-{}", lean.link.next_number());
+                    let params = match &request {
+                        ClientRequest::ListToolsRequest(r) => {
+                            r.params.as_ref().and_then(|p| serde_json::to_value(p).ok())
+                        }
+                        _ => None,
+                    };
+                    let result = self
+                        .lean_call(&id, "tools/list", params, None, Deadlines::within(timeout))
+                        .await
+                        .map_err(|e| request_error(e, timeout))?;
+                    serde_json::from_value::<rmcp::model::ListToolsResult>(result)
+                        .map_err(|_| RequestError::Unexpected)?
+                }
+                Link::Rmcp(_) => {
+                    let ServerResult::ListToolsResult(page) =
+                        self.request(request, timeout).await?
+                    else {
+                        return Err(RequestError::Unexpected);
+                    };
+                    page
+                }
             };
             // The listing is as fresh as its stalest page.
             if let Some(ms) = page.ttl_ms {
@@ -516,6 +582,9 @@ impl RmcpSession {
     }
 
     async fn tool_call(&self, call: ToolCall) -> Result<CallToolResult, ToolCallError> {
+        if let Link::Lean(lean) = &self.link {
+            return self.lean_tool_call(lean, call).await;
+        }
         let mut params = CallToolRequestParams::new(call.name);
         params.arguments = Some(call.arguments);
         if let Some(tp) = call.traceparent {
@@ -531,7 +600,10 @@ impl RmcpSession {
                 .reset_timeout_on_progress()
                 .with_max_total_timeout(max);
         }
-        let peer = self.service.peer();
+        let Link::Rmcp(service) = &self.link else {
+            return Err(ToolCallError::Request(RequestError::Unexpected));
+        };
+        let peer = service.peer();
         let handle = tokio::time::timeout(max, peer.send_request_with_option(request, options))
             .await
             .map_err(|_| ToolCallError::MaxTimeout(max))?
@@ -556,7 +628,10 @@ impl RmcpSession {
         request: ClientRequest,
         timeout: Duration,
     ) -> Result<ServerResult, RequestError> {
-        let peer = self.service.peer();
+        let Link::Rmcp(service) = &self.link else {
+            return Err(RequestError::Unexpected);
+        };
+        let peer = service.peer();
         // The send itself can block on a full channel; the deadline covers it too.
         let sent = tokio::time::timeout(
             timeout,
@@ -568,6 +643,141 @@ impl RmcpSession {
         sent.await_response()
             .await
             .map_err(|e| classify(e, timeout))
+    }
+}
+
+impl RmcpSession {
+    /// A request over the lean link; a session the server forgot (404) is
+    /// initialized again and the request sent once more, within the same
+    /// deadlines.
+    async fn lean_call(
+        &self,
+        id: &str,
+        method: &str,
+        params: Option<serde_json::Value>,
+        progress: Option<u64>,
+        deadlines: Deadlines,
+    ) -> Result<serde_json::Value, CallError> {
+        let Link::Lean(lean) = &self.link else {
+            return Err(RequestError::Unexpected.into());
+        };
+        let on_progress = || {
+            if let Some(p) = progress {
+                self.activity.note_number(p);
+            }
+        };
+        match lean
+            .link
+            .call(
+                id,
+                method,
+                params.clone(),
+                progress,
+                &on_progress,
+                deadlines,
+            )
+            .await
+        {
+            Err(CallError::Expired) => {}
+            other => return other,
+        }
+        let left = deadlines.max_at.saturating_duration_since(Instant::now());
+        let again = tokio::time::timeout(
+            left,
+            Self::open_with(
+                &lean.spec,
+                &lean.http,
+                ClientLifecycleMode::Initialize,
+                lean.version.clone(),
+                self.activity.clone(),
+            ),
+        )
+        .await;
+        match again {
+            Err(_) => return Err(CallError::Max),
+            Ok(Err(e)) => {
+                return Err(RequestError::Transport(format!(
+                    "the session expired and initializing again failed: {e}"
+                ))
+                .into());
+            }
+            Ok(Ok(fresh)) => match fresh.link {
+                Link::Lean(new) => lean.link.renew(&new.link),
+                Link::Rmcp(service) => {
+                    let _ = service.cancel().await;
+                    return Err(RequestError::Unexpected.into());
+                }
+            },
+        }
+        tracing::info!("session expired on the server; initialized again");
+        match lean
+            .link
+            .call(id, method, params, progress, &on_progress, deadlines)
+            .await
+        {
+            Err(CallError::Expired) => Err(RequestError::Transport(
+                "HTTP 404 Not Found: the server forgot the session again".to_owned(),
+            )
+            .into()),
+            other => other,
+        }
+    }
+
+    /// A tool call over the lean link, with rmcp's deadline semantics:
+    /// cancelled (`notifications/cancelled`) when a deadline fires.
+    async fn lean_tool_call(
+        &self,
+        lean: &Lean,
+        call: ToolCall,
+    ) -> Result<CallToolResult, ToolCallError> {
+        let (idle, max) = (call.timeout, call.max.max(call.timeout));
+        let n = lean.link.next_number();
+        let id = format!("mcpmon-{n}");
+        let mut meta = serde_json::Map::new();
+        meta.insert("progressToken".to_owned(), n.into());
+        if let Some(tp) = call.traceparent {
+            meta.insert("traceparent".to_owned(), serde_json::Value::String(tp));
+        }
+        let params = serde_json::json!({
+            "name": call.name,
+            "arguments": call.arguments,
+            "_meta": meta,
+        });
+        let deadlines = Deadlines {
+            idle,
+            max_at: Instant::now() + max,
+            resets: call.progress_resets,
+        };
+        let result = self
+            .lean_call(&id, "tools/call", Some(params), Some(n), deadlines)
+            .await;
+        let err = match result {
+            Ok(v) => {
+                return serde_json::from_value::<CallToolResult>(v)
+                    .map_err(|_| ToolCallError::Request(RequestError::Unexpected));
+            }
+            Err(e) => e,
+        };
+        let gave_up = match err {
+            CallError::Max if idle != max => ToolCallError::MaxTimeout(max),
+            CallError::Idle | CallError::Max if !call.progress_resets => {
+                ToolCallError::Request(RequestError::Timeout(idle))
+            }
+            CallError::Idle | CallError::Max => ToolCallError::IdleTimeout(idle),
+            CallError::Expired => ToolCallError::Request(RequestError::Closed),
+            CallError::Request(e) => return Err(ToolCallError::Request(e)),
+        };
+        lean.link.cancel(&id, &gave_up.to_string());
+        Err(gave_up)
+    }
+}
+
+/// A lean failure as the request error rmcp's path would have given.
+fn request_error(e: CallError, timeout: Duration) -> RequestError {
+    match e {
+        CallError::Idle | CallError::Max => RequestError::Timeout(timeout),
+        CallError::Expired => RequestError::Closed,
+        CallError::Request(e) => e,
     }
 }
 
@@ -592,7 +802,11 @@ impl Session for RmcpSession {
     }
 
     fn tools_changed(&self) -> BoxFuture<'_, ()> {
-        Box::pin(self.service.service().tools_changed.notified())
+        match &self.link {
+            Link::Rmcp(service) => Box::pin(service.service().tools_changed.notified()),
+            // No standalone stream: the tools are listed at tools_interval.
+            Link::Lean(_) => Box::pin(std::future::pending()),
+        }
     }
 
     fn call_tool(&self, call: ToolCall) -> BoxFuture<'_, Result<CallToolResult, ToolCallError>> {
@@ -647,7 +861,12 @@ impl Session for RmcpSession {
     /// session), then the stdio shutdown sequence. Bounded by `grace * 4`.
     fn close(mut self: Box<Self>, grace: Duration) -> BoxFuture<'static, ()> {
         Box::pin(async move {
-            let _ = self.service.close_with_timeout(grace).await;
+            match &mut self.link {
+                Link::Rmcp(service) => {
+                    let _ = service.close_with_timeout(grace).await;
+                }
+                Link::Lean(lean) => lean.link.close(grace).await,
+            }
             if let Some(child) = self.child.take() {
                 child.shutdown(grace).await;
             }
@@ -720,7 +939,7 @@ fn auth_refusal(err: &(dyn std::error::Error + 'static)) -> Option<reqwest::Stat
 
 /// Walk an error's chain for an auth refusal, or an I/O kind or resolver
 /// failure that means "nobody there"; anything else is a transport error.
-fn classify_transport(e: &(dyn std::error::Error + 'static)) -> RequestError {
+pub(super) fn classify_transport(e: &(dyn std::error::Error + 'static)) -> RequestError {
     let text = truncate(&error_chain(e), 300);
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = source {

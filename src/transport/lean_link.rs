@@ -1,0 +1,503 @@
+//! A held legacy-era Streamable HTTP session without rmcp's machinery.
+//!
+//! rmcp holds, per session, a service task, a transport worker and four
+//! bounded channels whose first blocks alone are about 12 KiB each: some
+//! 65 KiB resident for a session that sends a ping every few seconds. A
+//! legacy session is only a session id and a few headers on the server's
+//! side, so once rmcp has opened it (the handshake, with its error
+//! classification and auth handling) mcpmon keeps just that: the route
+//! (headers of the handshake's last POST), the shared HTTP client and a
+//! request counter. Every later request is one POST whose answer is read
+//! here, as JSON or as an SSE stream, bounded in size and time.
+//!
+//! What the server sends besides the answer: progress notifications for
+//! the request are counted (and push an idle deadline back); requests of
+//! its own are dropped unanswered (mcpmon offers no capabilities) and
+//! counted against the flood bound; anything else is ignored. There is no
+//! standalone GET stream, so `notifications/tools/list_changed` is not
+//! heard over HTTP: the tools are listed again at `tools_interval`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::guard::Flood;
+use super::oauth2::TokenSource;
+use super::recorder::{Recorder, Route};
+use super::{RequestError, truncate};
+
+/// Largest answer, or single SSE event, read from a server.
+const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// How long a cancellation may take to be delivered.
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// When a request gives up.
+#[derive(Clone, Copy, Debug)]
+pub struct Deadlines {
+    /// Without an answer or (with `resets`) progress for this long.
+    pub idle: Duration,
+    /// Never later than this.
+    pub max_at: Instant,
+    /// Whether progress notifications push the idle deadline back.
+    pub resets: bool,
+}
+
+impl Deadlines {
+    /// One deadline, `timeout` from now.
+    pub fn within(timeout: Duration) -> Self {
+        Deadlines {
+            idle: timeout,
+            max_at: Instant::now() + timeout,
+            resets: false,
+        }
+    }
+}
+
+/// Why a lean request ended without a result.
+#[derive(Debug)]
+pub enum CallError {
+    /// The server no longer knows the session (HTTP 404): initialize again.
+    Expired,
+    /// The idle deadline passed.
+    Idle,
+    /// The hard deadline passed.
+    Max,
+    /// Anything else, classified as rmcp's path would be.
+    Request(RequestError),
+}
+
+impl From<RequestError> for CallError {
+    fn from(e: RequestError) -> Self {
+        CallError::Request(e)
+    }
+}
+
+/// A legacy session mcpmon holds itself.
+pub struct LeanLink {
+    http: reqwest::Client,
+    url: reqwest::Url,
+    tokens: Option<Arc<TokenSource>>,
+    route: Mutex<Route>,
+    next_id: AtomicU64,
+    flood: Arc<Flood>,
+}
+
+impl LeanLink {
+    /// Take over the session `recorder` saw rmcp open; `None` before any
+    /// POST was recorded.
+    pub fn take_over(
+        http: reqwest::Client,
+        url: reqwest::Url,
+        recorder: &Recorder,
+        flood: Arc<Flood>,
+    ) -> Option<Self> {
+        let route = recorder.route()?;
+        recorder.detach();
+        Some(LeanLink {
+            http,
+            url,
+            tokens: recorder.tokens().cloned(),
+            route: Mutex::new(route),
+            next_id: AtomicU64::new(1),
+            flood,
+        })
+    }
+
+    /// Continue on a session initialized again (after `Expired`).
+    pub fn renew(&self, other: &LeanLink) {
+        let route = other.route();
+        *self.route.lock().unwrap_or_else(|p| p.into_inner()) = route;
+    }
+
+    fn route(&self) -> Route {
+        self.route.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// A number for a request id or progress token, unique in this session.
+    pub fn next_number(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// POST `body`, with the current token; one retry with a fresh token
+    /// when OAuth credentials are refused.
+    async fn post(&self, body: &str, until: Instant) -> Result<reqwest::Response, CallError> {
+        let mut route = self.route();
+        let mut sent = None;
+        if let Some(tokens) = &self.tokens {
+            let token = tokens
+                .token()
+                .await
+                .map_err(|e| RequestError::Unauthenticated(truncate(&e.to_string(), 300)))?;
+            bearer(&mut route, &token);
+            sent = Some(token.to_string());
+        }
+        let response = self.send(&route, body, until).await?;
+        let (Some(tokens), Some(sent), reqwest::StatusCode::UNAUTHORIZED) =
+            (&self.tokens, sent, response.status())
+        else {
+            return Ok(response);
+        };
+        let fresh = tokens
+            .refresh(&sent)
+            .await
+            .map_err(|e| RequestError::Unauthenticated(truncate(&e.to_string(), 300)))?;
+        bearer(&mut route, &fresh);
+        self.send(&route, body, until).await
+    }
+
+    async fn send(
+        &self,
+        route: &Route,
+        body: &str,
+        until: Instant,
+    ) -> Result<reqwest::Response, CallError> {
+        let sent = self
+            .http
+            .post(self.url.clone())
+            .headers((**route).clone())
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(body.to_owned())
+            .send();
+        match tokio::time::timeout_at(until, sent).await {
+            Err(_) => Err(CallError::Idle),
+            Ok(Err(e)) => Err(super::session::classify_transport(&e).into()),
+            Ok(Ok(r)) => Ok(r),
+        }
+    }
+
+    /// Send a request and read its answer: the `result`, or why not.
+    /// `progress` is the request's progress token; `on_progress` runs for
+    /// each of its notifications.
+    pub async fn call(
+        &self,
+        id: &str,
+        method: &str,
+        params: Option<Value>,
+        progress: Option<u64>,
+        on_progress: &(dyn Fn() + Sync),
+        deadlines: Deadlines,
+    ) -> Result<Value, CallError> {
+        let mut msg = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if let Some(p) = params {
+            msg["params"] = p;
+        }
+        let body = msg.to_string();
+        let mut idle_at = Instant::now() + deadlines.idle;
+        let next = |idle_at: Instant| idle_at.min(deadlines.max_at);
+        let expiry = |idle_at: Instant| {
+            if idle_at < deadlines.max_at {
+                CallError::Idle
+            } else {
+                CallError::Max
+            }
+        };
+        let mut response = match self.post(&body, next(idle_at)).await {
+            Err(CallError::Idle) => return Err(expiry(idle_at)),
+            r => r?,
+        };
+        refusal(&response)?;
+        let sse = match response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(t) if t.starts_with("application/json") => false,
+            Some(t) if t.starts_with("text/event-stream") => true,
+            other => {
+                return Err(RequestError::Transport(format!(
+                    "HTTP {} with content type {:?}, not an answer",
+                    response.status(),
+                    other.unwrap_or("none")
+                ))
+                .into());
+            }
+        };
+        let mut buf: Vec<u8> = Vec::new();
+        loop {
+            let chunk = match tokio::time::timeout_at(next(idle_at), response.chunk()).await {
+                Err(_) => return Err(expiry(idle_at)),
+                Ok(Err(e)) => return Err(super::session::classify_transport(&e).into()),
+                Ok(Ok(c)) => c,
+            };
+            let Some(chunk) = chunk else {
+                if sse {
+                    return Err(RequestError::Transport(
+                        "the stream ended without the answer".to_owned(),
+                    )
+                    .into());
+                }
+                return match seen(&buf, id, progress) {
+                    Seen::Answer(a) => a.map_err(CallError::Request),
+                    _ => Err(RequestError::Unexpected.into()),
+                };
+            };
+            if buf.len() + chunk.len() > MAX_MESSAGE_BYTES {
+                return Err(RequestError::Transport(format!(
+                    "a message over {} MiB",
+                    MAX_MESSAGE_BYTES >> 20
+                ))
+                .into());
+            }
+            buf.extend_from_slice(&chunk);
+            if !sse {
+                continue;
+            }
+            let (events, consumed) = events(&buf, id, progress);
+            buf.drain(..consumed);
+            for event in events {
+                match event {
+                    Seen::Answer(a) => return a.map_err(CallError::Request),
+                    Seen::Progress => {
+                        on_progress();
+                        if deadlines.resets {
+                            idle_at = Instant::now() + deadlines.idle;
+                        }
+                    }
+                    Seen::Request if !self.flood.dropped(Instant::now()) => {
+                        tracing::warn!(
+                            "the server floods mcpmon with requests; ending the session"
+                        );
+                        return Err(RequestError::Closed.into());
+                    }
+                    Seen::Request | Seen::Other => {}
+                }
+            }
+        }
+    }
+
+    /// Tell the server a request was given up, in the background and
+    /// bounded: the probe that gave up does not wait for it.
+    pub fn cancel(self: &Arc<Self>, id: &str, reason: &str) {
+        let body = json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": id, "reason": reason},
+        })
+        .to_string();
+        let link = self.clone();
+        tokio::spawn(async move {
+            let until = Instant::now() + CANCEL_TIMEOUT;
+            let _ = link.post(&body, until).await;
+        });
+    }
+
+    /// End the session on the server (DELETE), within `grace`.
+    pub async fn close(&self, grace: Duration) {
+        let route = self.route();
+        let mut request = self.http.delete(self.url.clone()).headers((*route).clone());
+        if let Some(tokens) = &self.tokens
+            && let Ok(token) = tokens.token().await
+            && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {token}"))
+        {
+            v.set_sensitive(true);
+            request = request.header(AUTHORIZATION, v);
+        }
+        let _ = tokio::time::timeout(grace, request.send()).await;
+    }
+}
+
+/// Put `token` on `route` as the bearer.
+fn bearer(route: &mut Route, token: &str) {
+    if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {token}")) {
+        v.set_sensitive(true);
+        Arc::make_mut(route).insert(AUTHORIZATION, v);
+    }
+}
+
+/// The error a non-success status means, as the rmcp path reports it.
+fn refusal(response: &reqwest::Response) -> Result<(), CallError> {
+    let status = response.status();
+    if status.is_success() {
+        return Ok(());
+    }
+    let header = |name| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    if let Some(t) = super::throttled(status.as_u16(), header(reqwest::header::RETRY_AFTER)) {
+        return Err(t.into());
+    }
+    let text = match header(WWW_AUTHENTICATE) {
+        Some(challenge) => truncate(&format!("HTTP {status}: {challenge}"), 300),
+        None => format!("HTTP {status}"),
+    };
+    Err(match status.as_u16() {
+        404 => CallError::Expired,
+        401 => RequestError::Unauthenticated(text).into(),
+        403 => RequestError::Forbidden(text).into(),
+        _ => RequestError::Transport(text).into(),
+    })
+}
+
+/// What one message read from an answer is, to the request `id`.
+#[derive(Debug, PartialEq)]
+pub enum Seen {
+    /// The answer: its `result`, or its JSON-RPC error.
+    Answer(Result<Value, RequestError>),
+    /// A progress notification for the request's token.
+    Progress,
+    /// A request of the server's own.
+    Request,
+    /// Anything else (other notifications, other answers, not JSON).
+    Other,
+}
+
+/// Read one JSON-RPC message (or a batch, for the answer in it).
+pub fn seen(data: &[u8], id: &str, progress: Option<u64>) -> Seen {
+    let Ok(m) = serde_json::from_slice::<Value>(data) else {
+        return Seen::Other;
+    };
+    if let Value::Array(batch) = m {
+        return batch
+            .into_iter()
+            .map(|m| message(m, id, progress))
+            .find(|s| matches!(s, Seen::Answer(_)))
+            .unwrap_or(Seen::Other);
+    }
+    message(m, id, progress)
+}
+
+fn message(mut m: Value, id: &str, progress: Option<u64>) -> Seen {
+    if m["id"] == id {
+        if let Some(result) = m.get_mut("result") {
+            return Seen::Answer(Ok(result.take()));
+        }
+        if let Some(e) = m.get("error") {
+            return Seen::Answer(Err(RequestError::Rpc {
+                code: e["code"]
+                    .as_i64()
+                    .and_then(|c| i32::try_from(c).ok())
+                    .unwrap_or(0),
+                message: truncate(e["message"].as_str().unwrap_or(""), 200),
+            }));
+        }
+    }
+    match (m.get("method"), m.get("id")) {
+        (Some(method), None)
+            if method == "notifications/progress"
+                && progress.is_some_and(|p| m["params"]["progressToken"] == p) =>
+        {
+            Seen::Progress
+        }
+        (Some(_), Some(_)) => Seen::Request,
+        _ => Seen::Other,
+    }
+}
+
+/// The whole SSE events at the start of `buf`, read, and the bytes they
+/// took; a partial event is left for the next chunk.
+pub fn events(buf: &[u8], id: &str, progress: Option<u64>) -> (Vec<Seen>, usize) {
+    let mut out = Vec::new();
+    let mut consumed = 0;
+    while let Some((len, used)) = event_end(&buf[consumed..]) {
+        let data = event_data(&buf[consumed..consumed + len]);
+        consumed += used;
+        if !data.is_empty() {
+            out.push(seen(&data, id, progress));
+        }
+    }
+    (out, consumed)
+}
+
+/// The joined `data:` lines of one SSE event.
+fn event_data(event: &[u8]) -> Vec<u8> {
+    let mut data = Vec::new();
+    for line in event.split(|b| *b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if let Some(rest) = line.strip_prefix(b"data:") {
+            if !data.is_empty() {
+                data.push(b'\n');
+            }
+            data.extend_from_slice(rest.strip_prefix(b" ").unwrap_or(rest));
+        }
+    }
+    data
+}
+
+/// The length of the first event in `buf` and of the event plus its blank
+/// line, if a whole event is there.
+fn event_end(buf: &[u8]) -> Option<(usize, usize)> {
+    let mut i = 0;
+    while i < buf.len() {
+        if buf[i] == b'\n' {
+            let rest = &buf[i + 1..];
+            if rest.first() == Some(&b'\n') {
+                return Some((i, i + 2));
+            }
+            if rest.starts_with(b"\r\n") {
+                return Some((i, i + 3));
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_errors_progress_and_requests_are_told_apart() {
+        let read = |m: &str| seen(m.as_bytes(), "mcpmon-3", Some(3));
+        assert_eq!(
+            read(r#"{"jsonrpc":"2.0","id":"mcpmon-3","result":{"x":1}}"#),
+            Seen::Answer(Ok(json!({"x": 1})))
+        );
+        assert_eq!(
+            read(r#"{"jsonrpc":"2.0","id":"mcpmon-3","error":{"code":-32601,"message":"no"}}"#),
+            Seen::Answer(Err(RequestError::Rpc {
+                code: -32601,
+                message: "no".into()
+            }))
+        );
+        // Another request's answer, or a numeric id, is not this one's.
+        assert_eq!(
+            read(r#"{"jsonrpc":"2.0","id":"mcpmon-4","result":{}}"#),
+            Seen::Other
+        );
+        assert_eq!(read(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#), Seen::Other);
+        assert_eq!(
+            read(
+                r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":3,"progress":1}}"#
+            ),
+            Seen::Progress
+        );
+        assert_eq!(
+            read(
+                r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":4,"progress":1}}"#
+            ),
+            Seen::Other
+        );
+        assert_eq!(
+            read(r#"{"jsonrpc":"2.0","id":9,"method":"sampling/createMessage"}"#),
+            Seen::Request
+        );
+        assert_eq!(
+            read(
+                r#"[{"jsonrpc":"2.0","method":"x"},{"jsonrpc":"2.0","id":"mcpmon-3","result":{}}]"#
+            ),
+            Seen::Answer(Ok(json!({})))
+        );
+        assert_eq!(read("not json"), Seen::Other);
+    }
+
+    #[test]
+    fn sse_events_are_read_whole_across_line_endings() {
+        let stream = b": comment\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n\
+id: 7\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"p\",\r\ndata: \"result\":{}}\r\n\r\n";
+        let (seen_all, used) = events(stream, "p", None);
+        assert_eq!(used, stream.len());
+        assert_eq!(seen_all, [Seen::Other, Seen::Answer(Ok(json!({})))]);
+        // An event cut in the middle is left for the next chunk.
+        let (first, used) = events(&stream[..40], "p", None);
+        assert_eq!((first, used), (vec![], 11));
+    }
+}
