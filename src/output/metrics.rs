@@ -861,38 +861,26 @@ mod tests {
             *health_check = true;
         }
         event(o, id, open, now);
-        for ms in [1, 3, 40, 700] {
-            event(o, id, Event::Sent(ProbeKind::Ping), now);
-            let outcome = answered(ProbeKind::Ping, ms);
-            event(
-                o,
-                id,
-                Event::Probe {
-                    outcome,
-                    was_late: false,
-                },
-                now,
-            );
-        }
-        event(o, id, Event::Sent(ProbeKind::HealthCheck), now);
-        let outcome = ProbeOutcome {
-            kind: ProbeKind::HealthCheck,
-            tool: None,
-            duration: Duration::from_millis(2),
-            result: Ok(Answer::Health(HealthReport {
-                status: Reported::Healthy,
-                fields: vec![],
-                is_error: false,
-            })),
+        let probe = |o: &mut Owner, outcome: ProbeOutcome| {
+            event(o, id, Event::Sent(outcome.kind), now);
+            let was_late = false;
+            event(o, id, Event::Probe { outcome, was_late }, now);
         };
-        event(
+        for ms in [1, 3, 40, 700] {
+            probe(o, answered(ProbeKind::Ping, ms));
+        }
+        probe(
             o,
-            id,
-            Event::Probe {
-                outcome,
-                was_late: false,
+            ProbeOutcome {
+                kind: ProbeKind::HealthCheck,
+                tool: None,
+                duration: Duration::from_millis(2),
+                result: Ok(Answer::Health(HealthReport {
+                    status: Reported::Healthy,
+                    fields: vec![],
+                    is_error: false,
+                })),
             },
-            now,
         );
         if http {
             return;
