@@ -14,6 +14,7 @@ use mcpmon::state::verdict::State;
 // glibc's allocator keeps what a burst of handshakes freed (per-thread
 // arenas, fragmented): 2 000 sessions left twice their live heap resident.
 // jemalloc returns dirty pages to the kernel after a few seconds.
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

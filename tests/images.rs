@@ -86,17 +86,11 @@ fn hadolint_passes() {
         "{} missing: run .ci/setup",
         hadolint.display()
     );
-    let out = Command::new(hadolint)
-        .arg("--no-color")
-        .arg(repo().join("Dockerfile"))
-        .current_dir(repo())
-        .output()
-        .expect("hadolint");
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        Command::new(hadolint)
+            .arg("--no-color")
+            .arg(repo().join("Dockerfile"))
+            .current_dir(repo()),
     );
 }
 
@@ -237,17 +231,12 @@ fn the_dependency_step_stub_matches_the_manifest() {
         shim.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(&step)
-        .current_dir(dir.path())
-        .env("PATH", path)
-        .output()
-        .expect("sh");
-    assert!(
-        out.status.success(),
-        "{step}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        Command::new("sh")
+            .arg("-c")
+            .arg(&step)
+            .current_dir(dir.path())
+            .env("PATH", path),
     );
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&metadata).expect("metadata")).expect("json");

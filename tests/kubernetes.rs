@@ -20,18 +20,12 @@ fn chart() -> PathBuf {
 
 /// `helm template` of the chart with `args`, as one string and as objects.
 fn template(args: &[&str]) -> (String, Vec<yaml_serde::Value>) {
-    let out = Command::new(which("helm"))
-        .args(["template", "mcpmon"])
-        .arg(chart())
-        .args(args)
-        .output()
-        .expect("helm");
-    assert!(
-        out.status.success(),
-        "helm template: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = stdout_ok(
+        Command::new(which("helm"))
+            .args(["template", "mcpmon"])
+            .arg(chart())
+            .args(args),
     );
-    let text = String::from_utf8(out.stdout).expect("utf-8");
     let objects = text
         .split("\n---\n")
         .filter_map(|d| yaml_serde::from_str::<yaml_serde::Value>(d).ok())
@@ -265,18 +259,14 @@ fn alertmanager_routes_by_team() {
     );
     // The receiver is on stdout; some amtool versions add a warning on stderr.
     let route = |labels: &[&str]| {
-        let out = Command::new(which("amtool"))
-            .args(["config", "routes", "test", "--config.file"])
-            .arg(&config)
-            .args(labels)
-            .output()
-            .expect("amtool");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        stdout_ok(
+            Command::new(which("amtool"))
+                .args(["config", "routes", "test", "--config.file"])
+                .arg(&config)
+                .args(labels),
+        )
+        .trim()
+        .to_owned()
     };
     assert_eq!(
         route(&["alertname=McpServerUnhealthy", "team=payments"]),

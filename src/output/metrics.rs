@@ -432,33 +432,12 @@ fn render_server(id: &str, r: &ServerRecord, x: Exposition, out: &mut [String; F
             ),
         );
     }
-    let (latency, tool_calls): (&[_], _) = match x.histograms {
-        Histograms::Off => (&[], None),
-        Histograms::Small => (
-            &[
-                (Family::PingDuration, &v.ping_duration),
-                (Family::ProgressInterval, &v.progress_interval),
-            ],
-            Some(Some(SMALL_TOOL_CALL)),
-        ),
-        Histograms::Classic => (
-            &[
-                (Family::PingDuration, &v.ping_duration),
-                (Family::HealthCheckDuration, &v.health_check_duration),
-                (Family::ProgressInterval, &v.progress_interval),
-            ],
-            Some(None),
-        ),
-    };
-    for &(f, h) in latency {
-        // Small: liveness in four buckets; progress intervals (a server
-        // that sent progress at all) as their count and sum.
-        let keep = match (x.histograms, f) {
-            (Histograms::Small, Family::PingDuration) => Some(SMALL_LATENCY),
-            (Histograms::Small, _) => Some(&[][..]),
-            _ => None,
-        };
-        if let Some(h) = h {
+    for (f, h) in [
+        (Family::PingDuration, &v.ping_duration),
+        (Family::HealthCheckDuration, &v.health_check_duration),
+        (Family::ProgressInterval, &v.progress_interval),
+    ] {
+        if let (Some(h), Some(keep)) = (h, kept(x.histograms, f)) {
             render_histogram(h, &mut out[f as usize], name(f), l, keep);
         }
     }
@@ -476,7 +455,7 @@ fn render_server(id: &str, r: &ServerRecord, x: Exposition, out: &mut [String; F
     }
     for t in &v.tool_calls {
         let tool = Escaped(&t.tool);
-        if let (Some(h), Some(keep)) = (&t.duration, tool_calls) {
+        if let (Some(h), Some(keep)) = (&t.duration, kept(x.histograms, Family::ToolCallDuration)) {
             let labels = format!("{l},tool=\"{tool}\"");
             render_histogram(
                 h,
@@ -497,6 +476,21 @@ fn render_server(id: &str, r: &ServerRecord, x: Exposition, out: &mut [String; F
                 ),
             );
         }
+    }
+}
+
+/// Which buckets of the histogram family `f` a render writes: `None`
+/// leaves it out, `Some(None)` writes every bucket. Small keeps liveness
+/// and tool calls in four buckets each, and progress intervals (of a server
+/// that sent progress at all) as their count and sum.
+fn kept(h: Histograms, f: Family) -> Option<Option<&'static [&'static str]>> {
+    match (h, f) {
+        (Histograms::Off, _) => None,
+        (Histograms::Classic, _) => Some(None),
+        (Histograms::Small, Family::PingDuration) => Some(Some(SMALL_LATENCY)),
+        (Histograms::Small, Family::ToolCallDuration) => Some(Some(SMALL_TOOL_CALL)),
+        (Histograms::Small, Family::ProgressInterval) => Some(Some(&[])),
+        (Histograms::Small, _) => None,
     }
 }
 

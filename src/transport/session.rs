@@ -527,36 +527,7 @@ impl RmcpSession {
             let params = cursor
                 .take()
                 .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-            let request = ClientRequest::ListToolsRequest(ListToolsRequest {
-                method: Default::default(),
-                params,
-                extensions: Default::default(),
-            });
-            let page = match &self.link {
-                Link::Lean(lean) => {
-                    let id = format!("mcpmon-{}", lean.link.next_number());
-                    let params = match &request {
-                        ClientRequest::ListToolsRequest(r) => {
-                            r.params.as_ref().and_then(|p| serde_json::to_value(p).ok())
-                        }
-                        _ => None,
-                    };
-                    let result = self
-                        .lean_call(&id, "tools/list", params, None, Deadlines::within(timeout))
-                        .await
-                        .map_err(|e| request_error(e, timeout))?;
-                    serde_json::from_value::<rmcp::model::ListToolsResult>(result)
-                        .map_err(|_| RequestError::Unexpected)?
-                }
-                Link::Rmcp(_) => {
-                    let ServerResult::ListToolsResult(page) =
-                        self.request(request, timeout).await?
-                    else {
-                        return Err(RequestError::Unexpected);
-                    };
-                    page
-                }
-            };
+            let page = self.tools_page(params, timeout).await?;
             // The listing is as fresh as its stalest page.
             if let Some(ms) = page.ttl_ms {
                 let d = Duration::from_millis(ms);
@@ -581,48 +552,81 @@ impl RmcpSession {
         Ok(surface)
     }
 
-    async fn tool_call(&self, call: ToolCall) -> Result<CallToolResult, ToolCallError> {
-        if let Link::Lean(lean) = &self.link {
-            return self.lean_tool_call(lean, call).await;
-        }
-        let mut params = CallToolRequestParams::new(call.name);
-        params.arguments = Some(call.arguments);
-        if let Some(tp) = call.traceparent {
-            let mut meta = serde_json::Map::new();
-            meta.insert("traceparent".to_owned(), serde_json::Value::String(tp));
-            params.meta = Some(meta.into());
-        }
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let (idle, max) = (call.timeout, call.max.max(call.timeout));
-        let mut options = PeerRequestOptions::with_timeout(idle);
-        if call.progress_resets {
-            options = options
-                .reset_timeout_on_progress()
-                .with_max_total_timeout(max);
-        }
-        let Link::Rmcp(service) = &self.link else {
-            return Err(ToolCallError::Request(RequestError::Unexpected));
+    /// One page of `tools/list`, over whichever link carries the session.
+    async fn tools_page(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        timeout: Duration,
+    ) -> Result<rmcp::model::ListToolsResult, RequestError> {
+        let Link::Lean(lean) = &self.link else {
+            let request = ClientRequest::ListToolsRequest(ListToolsRequest {
+                method: Default::default(),
+                params,
+                extensions: Default::default(),
+            });
+            let ServerResult::ListToolsResult(page) = self.request(request, timeout).await? else {
+                return Err(RequestError::Unexpected);
+            };
+            return Ok(page);
         };
-        let peer = service.peer();
-        let handle = tokio::time::timeout(max, peer.send_request_with_option(request, options))
+        let id = format!("mcpmon-{}", lean.link.next_number());
+        let params = params.and_then(|p| serde_json::to_value(p).ok());
+        let result = self
+            .lean_call(&id, "tools/list", params, None, Deadlines::within(timeout))
             .await
-            .map_err(|_| ToolCallError::MaxTimeout(max))?
-            .map_err(|e| ToolCallError::Request(classify(e, idle)))?;
-        match handle.await_response().await {
-            Ok(ServerResult::CallToolResult(r)) => Ok(r),
-            Ok(_) => Err(ToolCallError::Request(RequestError::Unexpected)),
-            // rmcp reports which deadline fired by its length.
-            Err(ServiceError::Timeout { timeout }) if timeout == max && idle != max => {
-                Err(ToolCallError::MaxTimeout(max))
-            }
-            Err(ServiceError::Timeout { .. }) if !call.progress_resets => {
-                Err(ToolCallError::Request(RequestError::Timeout(idle)))
-            }
-            Err(ServiceError::Timeout { .. }) => Err(ToolCallError::IdleTimeout(idle)),
-            Err(e) => Err(ToolCallError::Request(classify(e, idle))),
-        }
+            .map_err(|e| request_error(e, timeout))?;
+        serde_json::from_value(result).map_err(|_| RequestError::Unexpected)
     }
 
+    async fn tool_call(&self, call: ToolCall) -> Result<CallToolResult, ToolCallError> {
+        match &self.link {
+            Link::Lean(lean) => self.lean_tool_call(lean, call).await,
+            Link::Rmcp(service) => rmcp_tool_call(service, call).await,
+        }
+    }
+}
+
+/// A tool call through rmcp, which reports which deadline fired.
+async fn rmcp_tool_call(
+    service: &RunningService<RoleClient, Monitor>,
+    call: ToolCall,
+) -> Result<CallToolResult, ToolCallError> {
+    let mut params = CallToolRequestParams::new(call.name);
+    params.arguments = Some(call.arguments);
+    if let Some(tp) = call.traceparent {
+        let mut meta = serde_json::Map::new();
+        meta.insert("traceparent".to_owned(), serde_json::Value::String(tp));
+        params.meta = Some(meta.into());
+    }
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let (idle, max) = (call.timeout, call.max.max(call.timeout));
+    let mut options = PeerRequestOptions::with_timeout(idle);
+    if call.progress_resets {
+        options = options
+            .reset_timeout_on_progress()
+            .with_max_total_timeout(max);
+    }
+    let peer = service.peer();
+    let handle = tokio::time::timeout(max, peer.send_request_with_option(request, options))
+        .await
+        .map_err(|_| ToolCallError::MaxTimeout(max))?
+        .map_err(|e| ToolCallError::Request(classify(e, idle)))?;
+    match handle.await_response().await {
+        Ok(ServerResult::CallToolResult(r)) => Ok(r),
+        Ok(_) => Err(ToolCallError::Request(RequestError::Unexpected)),
+        // rmcp reports which deadline fired by its length.
+        Err(ServiceError::Timeout { timeout }) if timeout == max && idle != max => {
+            Err(ToolCallError::MaxTimeout(max))
+        }
+        Err(ServiceError::Timeout { .. }) if !call.progress_resets => {
+            Err(ToolCallError::Request(RequestError::Timeout(idle)))
+        }
+        Err(ServiceError::Timeout { .. }) => Err(ToolCallError::IdleTimeout(idle)),
+        Err(e) => Err(ToolCallError::Request(classify(e, idle))),
+    }
+}
+
+impl RmcpSession {
     async fn request(
         &self,
         request: ClientRequest,

@@ -216,6 +216,18 @@ pub fn run_ok(cmd: &mut std::process::Command) -> String {
     text
 }
 
+/// Run a tool that must succeed; its stdout alone (what some versions
+/// warn on stderr is shown only when it fails).
+pub fn stdout_ok(cmd: &mut std::process::Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A program on PATH; panics naming the setup step when it is missing.
 pub fn which(name: &str) -> PathBuf {
     std::env::var_os("PATH")
