@@ -4,7 +4,8 @@
 Runs mcpmon and each peer client (bench/peers: TypeScript SDK, Python SDK,
 a raw standard-library Python client, and examples/floor-peer.rs, the
 physical floor: raw tokio TCP with keep-alive and a pre-built ping, no MCP
-library) against the same fleet
+library; floor-hyper and floor-reqwest send the same pings through those
+HTTP libraries) against the same fleet
 simulator (examples/fleet-sim.rs), alternating, for several repetitions. It
 prints the medians as a table of ratios. The workload is the same for
 everyone: open N sessions, ping each once per interval (spread evenly),
@@ -56,7 +57,11 @@ NODE = NODE_MODULES / ".bin/node"
 PY_SDK = ROOT / "tests/python/.venv-legacy/bin/python"
 
 # Peers that cannot hold this many sessions in reasonable time are skipped.
-LIMITS = {"ts": 1000, "py": 1000, "raw": 10000, "mcpmon": 10000, "floor": 10000}
+LIMITS = {"ts": 1000, "py": 1000, "raw": 10000, "mcpmon": 10000, "floor": 10000,
+          "floor-hyper": 10000, "floor-reqwest": 10000}
+# The floors speak HTTP only: raw bytes on a socket, then the same pings
+# through hyper and through reqwest (the price of an HTTP library).
+FLOORS = {"floor": "raw", "floor-hyper": "hyper", "floor-reqwest": "reqwest"}
 FLOOR = ROOT / "target/release/examples/floor-peer"
 
 
@@ -136,13 +141,15 @@ def run_peer(name, mode, target, n, interval, duration):
         cmd = [str(NODE), str(PEERS / "ts-peer.mjs")]
     elif name == "py":
         cmd = [str(PY_SDK), str(PEERS / "py-peer.py")]
-    elif name == "floor":
+    elif name in FLOORS:
         if mode != "http":
             raise RuntimeError("the floor client speaks HTTP only")
         cmd = [str(FLOOR)]
     else:
         cmd = [sys.executable, str(PEERS / "raw-peer.py")]
     cmd += [mode, target, str(n), str(interval), str(duration)]
+    if name in FLOORS:
+        cmd.append(FLOORS[name])
     env = dict(os.environ, MCPMON_NODE_MODULES=str(NODE_MODULES))
     budget = duration + 60 + n * 0.05
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=budget, env=env)
@@ -307,7 +314,7 @@ def main():
         for rep in range(args.reps):
             order = clients[rep % len(clients):] + clients[:rep % len(clients)]
             for client in order:
-                if n > LIMITS.get(client, 0) or (client == "floor" and mode != "http"):
+                if n > LIMITS.get(client, 0) or (client in FLOORS and mode != "http"):
                     continue
                 try:
                     r = one(client, mode, n, interval, args.duration)
@@ -321,7 +328,7 @@ def main():
         pathlib.Path(args.json).write_text(json.dumps({f"{m}/{n}/{c}": v for (m, n, c), v in results.items()}, indent=1))
     report(results, scenarios, clients)
     missing = [f"{m} N={n} {c}" for m, n in scenarios for c in clients
-               if n <= LIMITS.get(c, 0) and not (c == "floor" and m != "http") and (m, n, c) not in results]
+               if n <= LIMITS.get(c, 0) and not (c in FLOORS and m != "http") and (m, n, c) not in results]
     if missing:
         print(f"# no result for: {', '.join(missing)}", file=sys.stderr)
         if args.smoke:
@@ -437,7 +444,7 @@ def report(results, scenarios, clients):
         raw = results.get((mode, n, "raw"))
         floor = results.get((mode, n, "floor"))
         for client in clients:
-            if client == "floor" and mode != "http":
+            if client in FLOORS and mode != "http":
                 continue
             rows = results.get((mode, n, client))
             if not rows:
@@ -455,6 +462,12 @@ def report(results, scenarios, clients):
         if mon_cpu and floor:
             floor_cpu = med([{"v": 1e6 * r["cpu_s"] / max(r["pings"], 1)} for r in floor], "v")
             summary.append(f"{mode} N={n}: mcpmon CPU per ping = {mon_cpu / floor_cpu:.2f} × the floor client's ({mon_cpu:.1f} / {floor_cpu:.1f} µs)")
+            for lib in ("floor-hyper", "floor-reqwest"):
+                rows = results.get((mode, n, lib))
+                if rows:
+                    lib_cpu = med([{"v": 1e6 * r["cpu_s"] / max(r["pings"], 1)} for r in rows], "v")
+                    summary.append(f"{mode} N={n}: {lib} CPU per ping = {lib_cpu / floor_cpu:.2f} × the floor client's; "
+                                   f"mcpmon = {mon_cpu / lib_cpu:.2f} × {lib}'s")
         if mon:
             m = mon
             summary.append(

@@ -4,8 +4,15 @@
 //! read by Content-Length with no JSON parsing on the ping path, one task
 //! per session on a current-thread runtime. No MCP library.
 //!
+//! Two more floors put the HTTP libraries on the same scale, with the same
+//! pre-built ping and no JSON parsing: `hyper` (one hyper HTTP/1.1
+//! connection per session, driven by its own task, as hyper requires) and
+//! `reqwest` (one shared reqwest client with its connection pool, the stack
+//! mcpmon's HTTP sessions use). What they add to `raw` is the price of using
+//! a well-kept HTTP library instead of writing bytes to a socket.
+//!
 //! ```text
-//! floor-peer http URL_BASE N INTERVAL_S DURATION_S
+//! floor-peer http URL_BASE N INTERVAL_S DURATION_S [raw|hyper|reqwest]
 //! ```
 //!
 //! Prints one JSON line in the shape of bench/peers/raw-peer.py.
@@ -19,7 +26,12 @@ struct Session {
     stream: BufReader<TcpStream>,
     ping: Vec<u8>,
     buf: Vec<u8>,
+    /// Path and session id, for the library floors.
+    path: String,
+    id: Option<String>,
 }
+
+const PING: &str = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
 
 /// One request, its status and its body (read by Content-Length).
 async fn exchange(
@@ -89,16 +101,13 @@ async fn open(host: &str, port: u16, i: usize) -> std::io::Result<Session> {
     let note = request(host, &path, session.as_deref(), initialized);
     exchange(&mut stream, &note, &mut session, &mut body).await?;
     // The same id every time: the floor does not even format a number.
-    let ping = request(
-        host,
-        &path,
-        session.as_deref(),
-        r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
-    );
+    let ping = request(host, &path, session.as_deref(), PING);
     Ok(Session {
         stream,
         ping,
         buf: body,
+        path,
+        id: session,
     })
 }
 
@@ -126,8 +135,15 @@ fn peak_rss_kib() -> u64 {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, mode, base, n, interval, duration] = args.as_slice() else {
-        return Err("usage: floor-peer http URL_BASE N INTERVAL_S DURATION_S".into());
+    let (mode, base, n, interval, duration, via) = match args.as_slice() {
+        [_, m, b, n, i, d] => (m, b, n, i, d, Via::Raw),
+        [_, m, b, n, i, d, v] => (m, b, n, i, d, Via::parse(v)?),
+        _ => {
+            return Err(
+                "usage: floor-peer http URL_BASE N INTERVAL_S DURATION_S [raw|hyper|reqwest]"
+                    .into(),
+            );
+        }
     };
     if mode != "http" {
         return Err("the floor client speaks HTTP only".into());
@@ -146,25 +162,39 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for i in 0..n {
             sessions.push(open(&host, port, i).await?);
         }
+        let http = reqwest::Client::new();
         let cpu0 = cpu_seconds();
         let start = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
         for (i, mut s) in sessions.into_iter().enumerate() {
+            let base = base.clone();
+            let http = http.clone();
             tasks.spawn(async move {
                 let mut rtts = Vec::new();
                 let mut failures = 0u64;
                 let mut none = None;
+                let mut pinger = match via {
+                    Via::Raw => None,
+                    Via::Hyper => Some(Pinger::hyper(&mut s, &base).await?),
+                    Via::Reqwest => Some(Pinger::reqwest(&s, &base, http)?),
+                };
                 tokio::time::sleep(interval.mul_f64(i as f64 / n as f64)).await;
                 let mut next = Instant::now();
                 while start.elapsed() < duration {
                     let t0 = Instant::now();
-                    let ping = std::mem::take(&mut s.ping);
-                    let r = tokio::time::timeout(
-                        Duration::from_secs(5),
-                        exchange(&mut s.stream, &ping, &mut none, &mut s.buf),
-                    )
-                    .await;
-                    s.ping = ping;
+                    let r = match pinger.as_mut() {
+                        Some(p) => tokio::time::timeout(Duration::from_secs(5), p.ping()).await,
+                        None => {
+                            let ping = std::mem::take(&mut s.ping);
+                            let r = tokio::time::timeout(
+                                Duration::from_secs(5),
+                                exchange(&mut s.stream, &ping, &mut none, &mut s.buf),
+                            )
+                            .await;
+                            s.ping = ping;
+                            r.map(|r| r.map_err(BoxError::from))
+                        }
+                    };
                     match r {
                         Ok(Ok(code)) if (200..300).contains(&code) => {
                             rtts.push(t0.elapsed().as_micros() as u64)
@@ -174,13 +204,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     next += interval;
                     tokio::time::sleep_until(next.into()).await;
                 }
-                (rtts, failures)
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>((rtts, failures))
             });
         }
         let mut rtts = Vec::new();
         let mut failures = 0;
         while let Some(r) = tasks.join_next().await {
-            let (r, f) = r?;
+            let (r, f) = r?.map_err(|e| e.to_string())?;
             rtts.extend(r);
             failures += f;
         }
@@ -193,7 +223,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!(
             "{}",
             serde_json::json!({
-                "client": "floor", "cpu_s": cpu, "peak_rss_kib": peak_rss_kib(),
+                "client": via.name(), "cpu_s": cpu, "peak_rss_kib": peak_rss_kib(),
                 "pings": rtts.len(), "failures": failures,
                 "p50_us": q(0.5), "p99_us": q(0.99),
             })
@@ -201,4 +231,131 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok::<_, Box<dyn std::error::Error>>(())
     })?;
     Ok(())
+}
+
+/// Which floor: bytes on a socket, or one of the HTTP libraries.
+#[derive(Clone, Copy)]
+enum Via {
+    Raw,
+    Hyper,
+    Reqwest,
+}
+
+impl Via {
+    fn parse(s: &str) -> Result<Self, Box<dyn std::error::Error>> {
+        match s {
+            "raw" => Ok(Via::Raw),
+            "hyper" => Ok(Via::Hyper),
+            "reqwest" => Ok(Via::Reqwest),
+            other => Err(format!("unknown floor {other:?}: raw, hyper or reqwest").into()),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Via::Raw => "floor",
+            Via::Hyper => "floor-hyper",
+            Via::Reqwest => "floor-reqwest",
+        }
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A session's pings through an HTTP library: the request is built from
+/// parts made once, the answer's body is read whole and not parsed.
+enum Pinger {
+    Hyper {
+        send: hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>,
+        request: hyper::Request<()>,
+        body: bytes::Bytes,
+    },
+    Reqwest {
+        http: reqwest::Client,
+        url: reqwest::Url,
+        headers: reqwest::header::HeaderMap,
+        body: bytes::Bytes,
+    },
+}
+
+impl Pinger {
+    /// Hand the session's socket (initialized by `open`) to hyper.
+    async fn hyper(s: &mut Session, base: &str) -> Result<Self, BoxError> {
+        let url = reqwest::Url::parse(base)?;
+        let host = url.host_str().ok_or("no host")?.to_owned();
+        let port = url.port_or_known_default().ok_or("no port")?;
+        // A connection of its own; the raw one stays open and unused.
+        let stream = TcpStream::connect((host.as_str(), port)).await?;
+        stream.set_nodelay(true)?;
+        let (send, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+        tokio::spawn(conn);
+        let mut request = hyper::Request::post(s.path.as_str())
+            .header("host", format!("{host}:{port}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25");
+        if let Some(id) = &s.id {
+            request = request.header("mcp-session-id", id.as_str());
+        }
+        Ok(Pinger::Hyper {
+            send,
+            request: request.body(())?,
+            body: bytes::Bytes::from_static(PING.as_bytes()),
+        })
+    }
+
+    fn reqwest(s: &Session, base: &str, http: reqwest::Client) -> Result<Self, BoxError> {
+        let url = reqwest::Url::parse(base)?.join(&s.path)?;
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("content-type", "application/json".parse()?);
+        headers.insert("accept", "application/json, text/event-stream".parse()?);
+        headers.insert("mcp-protocol-version", "2025-11-25".parse()?);
+        if let Some(id) = &s.id {
+            headers.insert("mcp-session-id", id.parse()?);
+        }
+        Ok(Pinger::Reqwest {
+            http,
+            url,
+            headers,
+            body: bytes::Bytes::from_static(PING.as_bytes()),
+        })
+    }
+
+    async fn ping(&mut self) -> Result<u16, BoxError> {
+        use http_body_util::BodyExt;
+        match self {
+            Pinger::Hyper {
+                send,
+                request,
+                body,
+            } => {
+                send.ready().await?;
+                let mut r = hyper::Request::new(http_body_util::Full::new(body.clone()));
+                *r.method_mut() = request.method().clone();
+                *r.uri_mut() = request.uri().clone();
+                *r.headers_mut() = request.headers().clone();
+                let response = send.send_request(r).await?;
+                let status = response.status().as_u16();
+                response.into_body().collect().await?;
+                Ok(status)
+            }
+            Pinger::Reqwest {
+                http,
+                url,
+                headers,
+                body,
+            } => {
+                let response = http
+                    .post(url.clone())
+                    .headers(headers.clone())
+                    .body(body.clone())
+                    .send()
+                    .await?;
+                let status = response.status().as_u16();
+                response.bytes().await?;
+                Ok(status)
+            }
+        }
+    }
 }
