@@ -49,6 +49,7 @@ async fn exchange(
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     let mut length = 0usize;
+    let mut chunked = false;
     loop {
         line.clear();
         if stream.read_line(&mut line).await? == 0 || line == "\r\n" {
@@ -57,14 +58,33 @@ async fn exchange(
         if let Some((k, v)) = line.split_once(':') {
             if k.eq_ignore_ascii_case("content-length") {
                 length = v.trim().parse().unwrap_or(0);
+            } else if k.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = v.trim().eq_ignore_ascii_case("chunked");
             } else if k.eq_ignore_ascii_case("mcp-session-id") {
                 *session = Some(v.trim().to_owned());
             }
         }
     }
-    body.resize(length, 0);
-    stream.read_exact(body).await?;
-    Ok(status)
+    if !chunked {
+        body.resize(length, 0);
+        stream.read_exact(body).await?;
+        return Ok(status);
+    }
+    // An SSE answer (the TypeScript SDK's servers): chunks until the last.
+    body.clear();
+    loop {
+        line.clear();
+        stream.read_line(&mut line).await?;
+        let size = usize::from_str_radix(line.trim(), 16)
+            .map_err(|_| std::io::Error::other("bad chunk size"))?;
+        let start = body.len();
+        body.resize(start + size + 2, 0);
+        stream.read_exact(&mut body[start..]).await?;
+        body.truncate(start + size);
+        if size == 0 {
+            return Ok(status);
+        }
+    }
 }
 
 fn request(host: &str, path: &str, session: Option<&str>, body: &str) -> Vec<u8> {
@@ -83,8 +103,14 @@ fn request(host: &str, path: &str, session: Option<&str>, body: &str) -> Vec<u8>
     head.into_bytes()
 }
 
-async fn open(host: &str, port: u16, i: usize) -> std::io::Result<Session> {
-    let path = format!("/mcp/{i}");
+/// Open session `i`: at `/mcp/i` of the simulator, or at `base_path` when
+/// the URL names one endpoint every session shares (`.../mcp`).
+async fn open(host: &str, port: u16, base_path: &str, i: usize) -> std::io::Result<Session> {
+    let path = if base_path.ends_with("/mcp") {
+        base_path.to_owned()
+    } else {
+        format!("/mcp/{i}")
+    };
     let mut stream = BufReader::new(TcpStream::connect((host, port)).await?);
     stream.get_mut().set_nodelay(true)?;
     let mut session = None;
@@ -160,7 +186,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     rt.block_on(async move {
         let mut sessions = Vec::with_capacity(n);
         for i in 0..n {
-            sessions.push(open(&host, port, i).await?);
+            sessions.push(open(&host, port, url.path(), i).await?);
         }
         let http = reqwest::Client::new();
         let cpu0 = cpu_seconds();
