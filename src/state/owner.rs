@@ -224,6 +224,12 @@ impl Owner {
         else {
             return;
         };
+        // Events that only count leave the verdict as it was; copying the
+        // status (strings and lists) for them would be half the owner's work.
+        let judged = !matches!(
+            event,
+            Event::Connecting { .. } | Event::Closed | Event::Sent(_) | Event::Credentials(_)
+        );
         let record = Arc::make_mut(record);
         let series = &mut record.series;
         let t = &mut entry.tracker;
@@ -383,6 +389,9 @@ impl Owner {
         if t.is_stuck(now) && entry.stuck_sent != entry.sessions {
             entry.stuck_sent = entry.sessions;
             entry.stuck.send_replace(entry.sessions);
+        }
+        if !judged {
+            return;
         }
         let old = record.status.status;
         record.status = t.status().clone();

@@ -268,6 +268,14 @@ impl Supervisor {
         // Until when the server asked not to be called (Retry-After).
         let mut hold_until: Option<Instant> = None;
         let mut credentials = None;
+        // The futures that outlive a turn of the loop are made once: each
+        // one made afresh registers and unregisters a waiter, twice a ping.
+        let cancel = self.cancel.clone();
+        let cancelled = cancel.cancelled();
+        tokio::pin!(cancelled);
+        let stuck = stuck_signal(self.stuck.clone(), number);
+        tokio::pin!(stuck);
+        let mut tools_changed = session.tools_changed();
         loop {
             let now_credentials = session.credentials();
             if now_credentials != credentials {
@@ -284,16 +292,14 @@ impl Supervisor {
             let watching =
                 ping.as_ref().is_some_and(|p| p.late) || hc.is_some() || !tools.calls.is_empty();
             tokio::select! {
-                _ = self.cancel.cancelled() => return End::Shutdown,
+                _ = &mut cancelled => return End::Shutdown,
                 exit = &mut gone => return End::Lost(reason_of(session.death()), exit),
-                r = self.stuck.changed() => {
+                judged = &mut stuck => {
                     // The owner outlives every supervisor; gone means shutdown.
-                    if r.is_err() {
+                    if !judged {
                         return End::Shutdown;
                     }
-                    if *self.stuck.borrow_and_update() == number {
-                        return End::Lost(Reason::Stuck, format!("no answer or sign of life for {:?}", s.stuck_after.0));
-                    }
+                    return End::Lost(Reason::Stuck, format!("no answer or sign of life for {:?}", s.stuck_after.0));
                 }
                 _ = evidence_tick.tick(), if watching => {
                     if let Some(v) = session.violation() {
@@ -346,7 +352,8 @@ impl Supervisor {
                 _ = &mut tools_due, if listing.is_none() => {
                     listing = Some(session.list_tools(s.request_timeout.0));
                 }
-                _ = session.tools_changed(), if listing.is_none() => {
+                _ = &mut tools_changed, if listing.is_none() => {
+                    tools_changed = session.tools_changed();
                     listing = Some(session.list_tools(s.request_timeout.0));
                 }
                 listed = async { listing.as_mut().expect("guarded").await }, if listing.is_some() => {
@@ -428,6 +435,19 @@ impl Supervisor {
     async fn send(&self, event: Event) {
         // The owner outlives every supervisor; a closed channel means shutdown.
         let _ = self.state.send(Msg::Server(self.id.clone(), event)).await;
+    }
+}
+
+/// Resolves `true` when the owner judges session `number` stuck, `false`
+/// when the owner is gone (shutdown).
+async fn stuck_signal(mut rx: tokio::sync::watch::Receiver<u64>, number: u64) -> bool {
+    loop {
+        if rx.changed().await.is_err() {
+            return false;
+        }
+        if *rx.borrow_and_update() == number {
+            return true;
+        }
     }
 }
 
