@@ -188,22 +188,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for i in 0..n {
             sessions.push(open(&host, port, url.path(), i).await?);
         }
+        // The library floors connect, and send a first ping, before the
+        // clock starts, as the raw floor's handshake does.
         let http = reqwest::Client::new();
+        let mut pingers = Vec::with_capacity(n);
+        for s in &mut sessions {
+            let mut pinger = match via {
+                Via::Raw => None,
+                Via::Hyper => Some(Pinger::hyper(s, base).await.map_err(|e| e.to_string())?),
+                Via::Reqwest => {
+                    Some(Pinger::reqwest(s, base, http.clone()).map_err(|e| e.to_string())?)
+                }
+            };
+            if let Some(p) = pinger.as_mut() {
+                p.ping().await.map_err(|e| e.to_string())?;
+            }
+            pingers.push(pinger);
+        }
         let cpu0 = cpu_seconds();
         let start = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
-        for (i, mut s) in sessions.into_iter().enumerate() {
-            let base = base.clone();
-            let http = http.clone();
+        for (i, (mut s, mut pinger)) in sessions.into_iter().zip(pingers).enumerate() {
             tasks.spawn(async move {
                 let mut rtts = Vec::new();
                 let mut failures = 0u64;
                 let mut none = None;
-                let mut pinger = match via {
-                    Via::Raw => None,
-                    Via::Hyper => Some(Pinger::hyper(&mut s, &base).await?),
-                    Via::Reqwest => Some(Pinger::reqwest(&s, &base, http)?),
-                };
                 tokio::time::sleep(interval.mul_f64(i as f64 / n as f64)).await;
                 let mut next = Instant::now();
                 while start.elapsed() < duration {
