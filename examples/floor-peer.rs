@@ -188,27 +188,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for i in 0..n {
             sessions.push(open(&host, port, url.path(), i).await?);
         }
-        // The library floors connect, and send a first ping, before the
-        // clock starts, as the raw floor's handshake does.
+        // The library floors take over (hyper) or replace (reqwest) each
+        // raw connection, and send a first ping before the clock starts, as
+        // the raw floor's handshake does.
         let http = reqwest::Client::new();
-        let mut pingers = Vec::with_capacity(n);
-        for s in &mut sessions {
-            let mut pinger = match via {
-                Via::Raw => None,
-                Via::Hyper => Some(Pinger::hyper(s, base).await.map_err(|e| e.to_string())?),
+        let mut clients = Vec::with_capacity(n);
+        for s in sessions {
+            let mut client = match via {
+                Via::Raw => Client::Raw(s),
+                Via::Hyper => Client::Lib(Pinger::hyper(s, base).await.map_err(|e| e.to_string())?),
                 Via::Reqwest => {
-                    Some(Pinger::reqwest(s, base, http.clone()).map_err(|e| e.to_string())?)
+                    Client::Lib(Pinger::reqwest(s, base, http.clone()).map_err(|e| e.to_string())?)
                 }
             };
-            if let Some(p) = pinger.as_mut() {
+            if let Client::Lib(p) = &mut client {
                 p.ping().await.map_err(|e| e.to_string())?;
             }
-            pingers.push(pinger);
+            clients.push(client);
         }
         let cpu0 = cpu_seconds();
         let start = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
-        for (i, (mut s, mut pinger)) in sessions.into_iter().zip(pingers).enumerate() {
+        for (i, mut client) in clients.into_iter().enumerate() {
             tasks.spawn(async move {
                 let mut rtts = Vec::new();
                 let mut failures = 0u64;
@@ -217,9 +218,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let mut next = Instant::now();
                 while start.elapsed() < duration {
                     let t0 = Instant::now();
-                    let r = match pinger.as_mut() {
-                        Some(p) => tokio::time::timeout(Duration::from_secs(5), p.ping()).await,
-                        None => {
+                    let r = match &mut client {
+                        Client::Lib(p) => {
+                            tokio::time::timeout(Duration::from_secs(5), p.ping()).await
+                        }
+                        Client::Raw(s) => {
                             let ping = std::mem::take(&mut s.ping);
                             let r = tokio::time::timeout(
                                 Duration::from_secs(5),
@@ -266,6 +269,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok::<_, Box<dyn std::error::Error>>(())
     })?;
     Ok(())
+}
+
+/// One session's pinger: the raw socket, or an HTTP library.
+enum Client {
+    Raw(Session),
+    Lib(Pinger),
 }
 
 /// Which floor: bytes on a socket, or one of the HTTP libraries.
@@ -315,13 +324,12 @@ enum Pinger {
 
 impl Pinger {
     /// Hand the session's socket (initialized by `open`) to hyper.
-    async fn hyper(s: &mut Session, base: &str) -> Result<Self, BoxError> {
+    async fn hyper(s: Session, base: &str) -> Result<Self, BoxError> {
         let url = reqwest::Url::parse(base)?;
         let host = url.host_str().ok_or("no host")?.to_owned();
         let port = url.port_or_known_default().ok_or("no port")?;
-        // A connection of its own; the raw one stays open and unused.
-        let stream = TcpStream::connect((host.as_str(), port)).await?;
-        stream.set_nodelay(true)?;
+        // Every answer so far was read whole: nothing is left buffered.
+        let stream = s.stream.into_inner();
         let (send, conn) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
         tokio::spawn(conn);
@@ -340,7 +348,8 @@ impl Pinger {
         })
     }
 
-    fn reqwest(s: &Session, base: &str, http: reqwest::Client) -> Result<Self, BoxError> {
+    /// The session's route through reqwest's pool; the raw socket closes.
+    fn reqwest(s: Session, base: &str, http: reqwest::Client) -> Result<Self, BoxError> {
         let url = reqwest::Url::parse(base)?.join(&s.path)?;
         let mut headers = reqwest::header::HeaderMap::new();
         headers.insert("content-type", "application/json".parse()?);
