@@ -270,7 +270,7 @@ def main():
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between pings of one session")
     ap.add_argument("--http", default="100,1000,10000")
     ap.add_argument("--stdio", default="20,200")
-    ap.add_argument("--clients", default="floor,raw,mcpmon,ts,py")
+    ap.add_argument("--clients", default="floor,floor-hyper,floor-reqwest,raw,mcpmon,ts,py")
     ap.add_argument("--json", help="also write every result here")
     ap.add_argument("--profile", default="release", help="cargo profile whose binaries to run")
     ap.add_argument("--mcpmon", help="run this mcpmon binary instead (an A/B against another build)")
