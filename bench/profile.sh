@@ -8,18 +8,16 @@ cd "$(dirname "$0")/.."
 n="${1:-100}"; secs="${2:-90}"
 cargo build --quiet --release --bin mcpmon --example fleet-sim
 tmp=$(mktemp -d)
-trap 'kill $sim 2>/dev/null || true; rm -rf "$tmp"' EXIT
-./target/release/examples/fleet-sim > "$tmp/sim.out" &
-sim=$!
-for _ in $(seq 1 50); do grep -q listening "$tmp/sim.out" 2>/dev/null && break; sleep 0.1; done
-base=$(sed 's/listening on //' "$tmp/sim.out")
-{
-  printf 'global:\n  ping_interval: 1s\n  ping_timeout: 1s\n  health_check_interval: 1h\n'
-  printf '  stuck_after: 10m\n  connect_timeout: 60s\n  protocol: 2025-11-25\nservers:\n'
-  for i in $(seq 0 $((n - 1))); do
-    printf '  - id: s%d\n    transport: http\n    url: %s/mcp/%d\n' "$i" "$base" "$i"
-  done
-} > "$tmp/fleet.yaml"
+trap 'kill ${sim:-} 2>/dev/null || true; rm -rf "$tmp"' EXIT
+. bench/sim.sh
+sim_start
+sim_fleet "$n" "global:
+  ping_interval: 1s
+  ping_timeout: 1s
+  health_check_interval: 1h
+  stuck_after: 10m
+  connect_timeout: 60s
+  protocol: 2025-11-25" > "$tmp/fleet.yaml"
 timeout "$secs" valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" \
   ./target/release/mcpmon --config.file "$tmp/fleet.yaml" --web.listen-address 127.0.0.1:0 \
   --log.level error > /dev/null 2>&1 || true

@@ -9,15 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="${1:-./target/release/mcpmon}"; secs="${2:-30}"
 tmp=$(mktemp -d)
-trap 'kill $sim $mon 2>/dev/null || true; rm -rf "$tmp"' EXIT
-./target/release/examples/fleet-sim > "$tmp/sim.out" &
-sim=$!
-for _ in $(seq 1 50); do grep -q listening "$tmp/sim.out" 2>/dev/null && break; sleep 0.1; done
-base=$(sed 's/listening on //' "$tmp/sim.out")
-{
-  printf 'servers:\n'
-  for i in 0 1 2 3 4; do printf '  - id: s%d\n    transport: http\n    url: %s/mcp/%d\n' "$i" "$base" "$i"; done
-} > "$tmp/fleet.yaml"
+trap 'kill ${sim:-} ${mon:-} 2>/dev/null || true; rm -rf "$tmp"' EXIT
+. bench/sim.sh
+sim_start
+sim_fleet 5 > "$tmp/fleet.yaml"
 "$bin" --config.file "$tmp/fleet.yaml" --web.listen-address 127.0.0.1:0 --log.level error &
 mon=$!
 sleep 10

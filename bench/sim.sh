@@ -1,0 +1,28 @@
+# Sourced by the bench scripts: the fleet simulator, and a config for it.
+#   sim_start           starts the release fleet-sim, waits for its
+#                       "listening on URL" line (10 s at most) and sets
+#                       $sim (its pid) and $base (its URL)
+#   sim_fleet N [HEAD]  prints a config of N HTTP servers s0..s(N-1) on it,
+#                       after HEAD (a `global:` block, or nothing)
+
+sim_start() {
+  # Read the first line from a pipe rather than poll a file: the wait ends
+  # the moment the simulator is listening, or says why it did not.
+  exec {sim_fd}< <(exec ./target/release/examples/fleet-sim)
+  sim=$!
+  local line=""
+  if ! read -r -t 10 line <&"$sim_fd" || [[ $line != "listening on "* ]]; then
+    echo "fleet-sim did not start: ${line:-no line within 10 s}" >&2
+    return 1
+  fi
+  base=${line#listening on }
+}
+
+sim_fleet() {
+  local n=$1 i
+  if [ -n "${2:-}" ]; then printf '%s\n' "$2"; fi
+  printf 'servers:\n'
+  for ((i = 0; i < n; i++)); do
+    printf '  - id: s%d\n    transport: http\n    url: %s/mcp/%d\n' "$i" "$base" "$i"
+  done
+}
