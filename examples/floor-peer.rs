@@ -189,51 +189,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             sessions.push(open(&host, port, url.path(), i).await?);
         }
         // The library floors take over (hyper) or replace (reqwest) each
-        // raw connection, and send a first ping before the clock starts, as
-        // the raw floor's handshake does.
+        // raw connection. Every floor sends a first ping before the clock
+        // starts, so that no pool or connection task is set up on it.
         let http = reqwest::Client::new();
-        let mut clients = Vec::with_capacity(n);
+        let mut pingers = Vec::with_capacity(n);
         for s in sessions {
-            let mut client = match via {
-                Via::Raw => Client::Raw(s),
-                Via::Hyper => Client::Lib(Pinger::hyper(s, base).await.map_err(|e| e.to_string())?),
+            let mut pinger = match via {
+                Via::Raw => Pinger::Raw(s),
+                Via::Hyper => Pinger::hyper(s, base).await.map_err(|e| e.to_string())?,
                 Via::Reqwest => {
-                    Client::Lib(Pinger::reqwest(s, base, http.clone()).map_err(|e| e.to_string())?)
+                    Pinger::reqwest(s, base, http.clone()).map_err(|e| e.to_string())?
                 }
             };
-            if let Client::Lib(p) = &mut client {
-                p.ping().await.map_err(|e| e.to_string())?;
-            }
-            clients.push(client);
+            pinger.ping().await.map_err(|e| e.to_string())?;
+            pingers.push(pinger);
         }
         let cpu0 = cpu_seconds();
         let start = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
-        for (i, mut client) in clients.into_iter().enumerate() {
+        for (i, mut pinger) in pingers.into_iter().enumerate() {
             tasks.spawn(async move {
                 let mut rtts = Vec::new();
                 let mut failures = 0u64;
-                let mut none = None;
                 tokio::time::sleep(interval.mul_f64(i as f64 / n as f64)).await;
                 let mut next = Instant::now();
                 while start.elapsed() < duration {
                     let t0 = Instant::now();
-                    let r = match &mut client {
-                        Client::Lib(p) => {
-                            tokio::time::timeout(Duration::from_secs(5), p.ping()).await
-                        }
-                        Client::Raw(s) => {
-                            let ping = std::mem::take(&mut s.ping);
-                            let r = tokio::time::timeout(
-                                Duration::from_secs(5),
-                                exchange(&mut s.stream, &ping, &mut none, &mut s.buf),
-                            )
-                            .await;
-                            s.ping = ping;
-                            r.map(|r| r.map_err(BoxError::from))
-                        }
-                    };
-                    match r {
+                    match tokio::time::timeout(Duration::from_secs(5), pinger.ping()).await {
                         Ok(Ok(code)) if (200..300).contains(&code) => {
                             rtts.push(t0.elapsed().as_micros() as u64)
                         }
@@ -271,12 +253,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// One session's pinger: the raw socket, or an HTTP library.
-enum Client {
-    Raw(Session),
-    Lib(Pinger),
-}
-
 /// Which floor: bytes on a socket, or one of the HTTP libraries.
 #[derive(Clone, Copy)]
 enum Via {
@@ -306,9 +282,11 @@ impl Via {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// A session's pings through an HTTP library: the request is built from
-/// parts made once, the answer's body is read whole and not parsed.
+/// A session's pings: bytes on its own socket, or through an HTTP library.
+/// The request is built from parts made once, the answer's body is read
+/// whole and not parsed.
 enum Pinger {
+    Raw(Session),
     Hyper {
         send: hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>,
         request: hyper::Request<()>,
@@ -369,6 +347,10 @@ impl Pinger {
     async fn ping(&mut self) -> Result<u16, BoxError> {
         use http_body_util::BodyExt;
         match self {
+            Pinger::Raw(s) => {
+                let mut no_new_id = None;
+                Ok(exchange(&mut s.stream, &s.ping, &mut no_new_id, &mut s.buf).await?)
+            }
             Pinger::Hyper {
                 send,
                 request,
