@@ -41,10 +41,16 @@ fn object<'a>(objects: &'a [yaml_serde::Value], kind: &str) -> &'a yaml_serde::V
         .unwrap_or_else(|| panic!("no {kind} rendered"))
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(marker("mcpmon-k8s"));
-    std::fs::create_dir_all(&dir).expect("tmp");
-    dir.join(name)
+/// `contents` in a temporary file whose name ends in `name`; the file is
+/// removed when the value drops.
+fn written(name: &str, contents: &str) -> tempfile::NamedTempFile {
+    let file = tempfile::Builder::new()
+        .prefix("mcpmon-k8s-")
+        .suffix(&format!("-{name}"))
+        .tempfile()
+        .expect("tmp");
+    std::fs::write(file.path(), contents).expect("write");
+    file
 }
 
 /// Where `go mod download` put the Prometheus Operator's CRDs (.ci/setup).
@@ -69,8 +75,7 @@ fn crd_dir() -> PathBuf {
 }
 
 fn validate(rendered: &str) -> String {
-    let file = tmp("rendered.yaml");
-    std::fs::write(&file, rendered).expect("write");
+    let file = written("rendered.yaml", rendered);
     let python = repo().join("tests/python/.venv-k8s/bin/python");
     assert!(
         python.exists(),
@@ -80,7 +85,7 @@ fn validate(rendered: &str) -> String {
     run_ok(
         Command::new(python)
             .arg(repo().join("tests/k8s/validate.py"))
-            .arg(&file)
+            .arg(file.path())
             .arg(crd_dir()),
     )
 }
@@ -146,15 +151,14 @@ fn the_chart_lints_and_renders_valid_objects_for_three_shards() {
     object(&objects, "Secret");
 
     // The schema check is not a formality: a misspelt field fails it.
-    let broken = text.replacen("podManagementPolicy:", "podManagementPolicyy:", 1);
+    let broken = written(
+        "broken.yaml",
+        &text.replacen("podManagementPolicy:", "podManagementPolicyy:", 1),
+    );
     let (ok, report) = run(
         Command::new(repo().join("tests/python/.venv-k8s/bin/python"))
             .arg(repo().join("tests/k8s/validate.py"))
-            .arg({
-                let f = tmp("broken.yaml");
-                std::fs::write(&f, &broken).expect("write");
-                f
-            })
+            .arg(broken.path())
             .arg(crd_dir()),
     );
     assert!(!ok && report.contains("podManagementPolicyy"), "{report}");
@@ -170,12 +174,11 @@ fn the_rendered_rules_are_the_shipped_rules_with_the_release_selector() {
         "prometheusRule.runbookBase=https://wiki.example/runbook",
     ]);
     let spec = object(&objects, "PrometheusRule")["spec"].clone();
-    let file = tmp("rules.yml");
-    std::fs::write(&file, yaml_serde::to_string(&spec).expect("yaml")).expect("write");
+    let file = written("rules.yml", &yaml_serde::to_string(&spec).expect("yaml"));
     let out = run_ok(
         Command::new(which("promtool"))
             .args(["check", "rules"])
-            .arg(&file),
+            .arg(file.path()),
     );
     assert!(out.contains("SUCCESS"), "{out}");
     let want = run_ok(
@@ -200,11 +203,11 @@ fn the_rendered_rules_are_the_shipped_rules_with_the_release_selector() {
     // With the default (empty) selector, the rules still parse.
     let (_, objects) = template(&[]);
     let spec = object(&objects, "PrometheusRule")["spec"].clone();
-    std::fs::write(&file, yaml_serde::to_string(&spec).expect("yaml")).expect("write");
+    std::fs::write(file.path(), yaml_serde::to_string(&spec).expect("yaml")).expect("write");
     run_ok(
         Command::new(which("promtool"))
             .args(["check", "rules"])
-            .arg(&file),
+            .arg(file.path()),
     );
 }
 
@@ -218,12 +221,14 @@ fn the_rendered_fleet_file_is_a_valid_config_and_the_dashboards_are_the_shipped_
         .iter()
         .find(|o| o["kind"].as_str() == Some("ConfigMap") && o["data"]["fleet.yaml"].is_string())
         .expect("fleet ConfigMap");
-    let file = tmp("fleet.yaml");
-    std::fs::write(&file, fleet["data"]["fleet.yaml"].as_str().expect("text")).expect("write");
+    let file = written(
+        "fleet.yaml",
+        fleet["data"]["fleet.yaml"].as_str().expect("text"),
+    );
     let out = run_ok(
         Command::new(env!("CARGO_BIN_EXE_mcpmon"))
             .arg("check-config")
-            .arg(&file),
+            .arg(file.path()),
     );
     assert!(out.contains("valid, 1 server(s)"), "{out}");
 
@@ -288,7 +293,8 @@ fn alertmanager_routes_by_team() {
 struct Alertmanager {
     child: std::process::Child,
     url: String,
-    _dir: PathBuf,
+    /// Its storage; removed after the process is gone (fields drop last).
+    _dir: tempfile::TempDir,
 }
 
 impl Drop for Alertmanager {
@@ -300,8 +306,10 @@ impl Drop for Alertmanager {
 
 #[tokio::test]
 async fn a_whole_shard_down_holds_back_that_shards_server_pages_in_a_live_alertmanager() {
-    let dir = std::env::temp_dir().join(marker("mcpmon-am"));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = tempfile::Builder::new()
+        .prefix("mcpmon-am-")
+        .tempdir()
+        .expect("dir");
     let port = free_port();
     let child = Command::new(which("prometheus-alertmanager"))
         .arg(format!(
@@ -310,7 +318,7 @@ async fn a_whole_shard_down_holds_back_that_shards_server_pages_in_a_live_alertm
                 .join("deploy/alertmanager/alertmanager.yml")
                 .display()
         ))
-        .arg(format!("--storage.path={}", dir.display()))
+        .arg(format!("--storage.path={}", dir.path().display()))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
         .arg("--cluster.listen-address=")
         .stdout(Stdio::null())

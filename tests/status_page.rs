@@ -36,12 +36,18 @@ async fn the_status_page_in_a_real_browser() {
         python.display()
     );
     let shot = repo().join("target/status-page.png");
+    // Chromium leaves its process-singleton socket directory behind in
+    // TMPDIR even after a clean quit: give it one that this test removes.
+    let browser_tmp = dir.path().join("browser-tmp");
+    std::fs::create_dir(&browser_tmp).expect("browser tmp");
     let out = tokio::time::timeout(
         Duration::from_secs(180),
         tokio::process::Command::new(&python)
             .arg(repo().join("tests/browser/check_status.py"))
             .arg(format!("http://{}", mon.addr))
             .arg(&shot)
+            .env("TMPDIR", &browser_tmp)
+            .kill_on_drop(true)
             .output(),
     )
     .await
