@@ -11,13 +11,7 @@ tmp=$(mktemp -d)
 trap 'kill ${sim:-} 2>/dev/null || true; rm -rf "$tmp"' EXIT
 . bench/sim.sh
 sim_start
-sim_fleet "$n" "global:
-  ping_interval: 1s
-  ping_timeout: 1s
-  health_check_interval: 1h
-  stuck_after: 10m
-  connect_timeout: 60s
-  protocol: 2025-11-25" > "$tmp/fleet.yaml"
+sim_ping_fleet "$n" > "$tmp/fleet.yaml"
 timeout "$secs" valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" \
   ./target/release/mcpmon --config.file "$tmp/fleet.yaml" --web.listen-address 127.0.0.1:0 \
   --log.level error > /dev/null 2>&1 || true

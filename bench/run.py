@@ -355,7 +355,7 @@ def everything(n, reps, duration):
     the official TypeScript SDK client, alternating, one ping a second each.
     The three floors ping the same server in the same run: they bound how
     far below the SDK any client can go on this machine."""
-    clients = ["mcpmon", "ts", "floor", "floor-hyper", "floor-reqwest"]
+    clients = ["mcpmon", "ts", *FLOORS]
     rows = {c: [] for c in clients}
     for rep in range(reps):
         for client in clients[rep % len(clients):] + clients[:rep % len(clients)]:
@@ -374,7 +374,7 @@ def everything(n, reps, duration):
     print(f"- npm server-everything, N={n}, one ping a second each: mcpmon {per['mcpmon']:.1f} µs of CPU per ping, "
           f"TypeScript SDK client {per['ts']:.1f} µs: the SDK costs {per['ts'] / per['mcpmon']:.1f}× mcpmon "
           f"(median of {reps}, {med(rows['mcpmon'], 'pings'):.0f} and {med(rows['ts'], 'pings'):.0f} pings)")
-    for c in clients[2:]:
+    for c in FLOORS:
         print(f"- the same server and rate, {c}: {per[c]:.1f} µs of CPU per ping; the SDK costs "
               f"{per['ts'] / per[c]:.1f}× {c}, mcpmon {per['mcpmon'] / per[c]:.2f}× "
               f"({med(rows[c], 'pings'):.0f} pings)")

@@ -4,6 +4,8 @@
 #                       $sim (its pid) and $base (its URL)
 #   sim_fleet N [HEAD]  prints a config of N HTTP servers s0..s(N-1) on it,
 #                       after HEAD (a `global:` block, or nothing)
+#   sim_ping_fleet N    the same, for the CPU profiles: pinged every second,
+#                       nothing else probed, nobody judged stuck
 
 sim_start() {
   # Read the first line from a pipe rather than poll a file: the wait ends
@@ -25,4 +27,14 @@ sim_fleet() {
   for ((i = 0; i < n; i++)); do
     printf '  - id: s%d\n    transport: http\n    url: %s/mcp/%d\n' "$i" "$base" "$i"
   done
+}
+
+sim_ping_fleet() {
+  sim_fleet "$1" "global:
+  ping_interval: 1s
+  ping_timeout: 1s
+  health_check_interval: 1h
+  stuck_after: 10m
+  connect_timeout: 60s
+  protocol: 2025-11-25"
 }
