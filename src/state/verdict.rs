@@ -106,6 +106,9 @@ pub enum Reason {
     /// The server sent requests faster than a client can be asked to serve
     /// them; the session was dropped.
     RequestFlood,
+    /// The server sent more messages or bytes than its inbound budget
+    /// allows; the session was dropped.
+    MessageFlood,
     /// The server's health_check said degraded.
     HealthCheckDegraded,
     /// The server's health_check said unhealthy.
@@ -118,7 +121,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Reason; 22] = [
+    pub const ALL: [Reason; 23] = [
         Reason::Starting,
         Reason::Ok,
         Reason::Slow,
@@ -137,6 +140,7 @@ impl Reason {
         Reason::Throttled,
         Reason::ToolsMissing,
         Reason::RequestFlood,
+        Reason::MessageFlood,
         Reason::HealthCheckDegraded,
         Reason::HealthCheckUnhealthy,
         Reason::HealthCheckFailed,
@@ -164,6 +168,7 @@ impl Reason {
             Reason::Throttled => "throttled",
             Reason::ToolsMissing => "tools_missing",
             Reason::RequestFlood => "request_flood",
+            Reason::MessageFlood => "message_flood",
             Reason::HealthCheckDegraded => "health_check_degraded",
             Reason::HealthCheckUnhealthy => "health_check_unhealthy",
             Reason::HealthCheckFailed => "health_check_failed",

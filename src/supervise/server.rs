@@ -24,6 +24,7 @@ use crate::probe::health_check::HealthCheckSpec;
 use crate::probe::{self, FailureReason, ProbeKind, ProbeOutcome};
 use crate::state::verdict::Reason;
 use crate::state::{Event, Msg};
+use crate::transport::budget::BUDGET;
 use crate::transport::{BoxFuture, Connector, Era, LinkFailure, Session};
 
 /// How long each step of closing a session may take.
@@ -108,6 +109,7 @@ pub fn reason_of(f: LinkFailure) -> Reason {
         LinkFailure::Forbidden => Reason::Forbidden,
         LinkFailure::Throttled => Reason::Throttled,
         LinkFailure::RequestFlood => Reason::RequestFlood,
+        LinkFailure::MessageFlood => Reason::MessageFlood,
     }
 }
 
@@ -250,6 +252,10 @@ impl Supervisor {
         let tools_due = tokio::time::sleep(relist);
         tokio::pin!(tools_due);
         let mut listing: Option<BoxFuture<'_, _>> = None;
+        // A server's `list_changed` asks for a listing, but no sooner than
+        // the budget allows after the last one: a storm of them is one
+        // listing now and then, not a listing each.
+        let mut listed_at = Instant::now();
         // /proc and progress are read at least once a second while they
         // matter: "stopped", "busy" and "stuck" must not wait for a ping.
         let mut evidence_tick =
@@ -350,11 +356,18 @@ impl Supervisor {
                     }
                 }
                 _ = &mut tools_due, if listing.is_none() => {
+                    listed_at = Instant::now();
                     listing = Some(session.list_tools(s.request_timeout.0));
                 }
                 _ = &mut tools_changed, if listing.is_none() => {
                     tools_changed = session.tools_changed();
-                    listing = Some(session.list_tools(s.request_timeout.0));
+                    let soonest = listed_at + BUDGET.relist_every;
+                    if Instant::now() >= soonest {
+                        listed_at = Instant::now();
+                        listing = Some(session.list_tools(s.request_timeout.0));
+                    } else if tools_due.deadline() > soonest {
+                        tools_due.as_mut().reset(soonest);
+                    }
                 }
                 listed = async { listing.as_mut().expect("guarded").await }, if listing.is_some() => {
                     listing = None;

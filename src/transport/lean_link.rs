@@ -10,12 +10,14 @@
 //! request counter. Every later request is one POST whose answer is read
 //! here, as JSON or as an SSE stream, bounded in size and time.
 //!
-//! What the server sends besides the answer: progress notifications for
-//! the request are counted (and push an idle deadline back); requests of
-//! its own are dropped unanswered (mcpmon offers no capabilities) and
-//! counted against the flood bound; anything else is ignored. There is no
-//! standalone GET stream, so `notifications/tools/list_changed` is not
-//! heard over HTTP: the tools are listed again at `tools_interval`.
+//! Every byte and every event of an answer passes the session's
+//! [`Meter`] as it is read. What the server sends besides the answer:
+//! progress notifications for the request are counted (and push an idle
+//! deadline back); `tools/list_changed` is noted; requests of its own are
+//! dropped unanswered (mcpmon offers no capabilities) and counted against
+//! the request bound; anything else is dropped. There is no standalone GET
+//! stream, so a `list_changed` is heard only inside an answer's stream; the
+//! tools are listed again at `tools_interval` all the same.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,13 +27,13 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, WWW_AUTH
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::guard::Flood;
+use super::budget::{BUDGET, Meter};
 use super::oauth2::TokenSource;
 use super::recorder::{Recorder, Route};
 use super::{RequestError, truncate};
 
 /// Largest answer, or single SSE event, read from a server.
-const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+const MAX_MESSAGE_BYTES: usize = BUDGET.message_bytes;
 /// How long a cancellation may take to be delivered.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -83,7 +85,7 @@ pub struct LeanLink {
     tokens: Option<Arc<TokenSource>>,
     route: Mutex<Route>,
     next_id: AtomicU64,
-    flood: Arc<Flood>,
+    meter: Arc<Meter>,
 }
 
 impl LeanLink {
@@ -93,7 +95,7 @@ impl LeanLink {
         http: reqwest::Client,
         url: reqwest::Url,
         recorder: &Recorder,
-        flood: Arc<Flood>,
+        meter: Arc<Meter>,
     ) -> Option<Self> {
         let route = recorder.route()?;
         recorder.detach();
@@ -103,7 +105,7 @@ impl LeanLink {
             tokens: recorder.tokens().cloned(),
             route: Mutex::new(route),
             next_id: AtomicU64::new(1),
-            flood,
+            meter,
         })
     }
 
@@ -217,7 +219,11 @@ impl LeanLink {
                 .into());
             }
         };
-        let mut buf: Vec<u8> = Vec::new();
+        // A flood ends the request as a closed transport; the session's
+        // death names the budget it broke.
+        let flooded = || CallError::Request(RequestError::Closed);
+        let mut body: Vec<u8> = Vec::new();
+        let mut stream = SseBuffer::default();
         loop {
             let chunk = match tokio::time::timeout_at(next(idle_at), response.chunk()).await {
                 Err(_) => return Err(expiry(idle_at)),
@@ -231,26 +237,39 @@ impl LeanLink {
                     )
                     .into());
                 }
-                return match seen(&buf, id, progress) {
+                if !self.meter.message(Instant::now()) {
+                    return Err(flooded());
+                }
+                return match seen(&body, id, progress) {
                     Seen::Answer(a) => a.map_err(CallError::Request),
                     _ => Err(RequestError::Unexpected.into()),
                 };
             };
-            if buf.len() + chunk.len() > MAX_MESSAGE_BYTES {
+            if !self.meter.bytes(chunk.len(), Instant::now()) {
+                return Err(flooded());
+            }
+            let held = if sse { stream.pending() } else { body.len() };
+            if held + chunk.len() > MAX_MESSAGE_BYTES {
                 return Err(RequestError::Transport(format!(
                     "a message over {} MiB",
                     MAX_MESSAGE_BYTES >> 20
                 ))
                 .into());
             }
-            buf.extend_from_slice(&chunk);
             if !sse {
+                body.extend_from_slice(&chunk);
                 continue;
             }
-            let (events, consumed) = events(&buf, id, progress);
-            buf.drain(..consumed);
-            for event in events {
-                match event {
+            stream.push(&chunk);
+            while let Some(data) = stream.next_event() {
+                let now = Instant::now();
+                if !self.meter.message(now) {
+                    return Err(flooded());
+                }
+                if data.is_empty() {
+                    continue;
+                }
+                match seen(&data, id, progress) {
                     Seen::Answer(a) => return a.map_err(CallError::Request),
                     Seen::Progress => {
                         on_progress();
@@ -258,12 +277,8 @@ impl LeanLink {
                             idle_at = Instant::now() + deadlines.idle;
                         }
                     }
-                    Seen::Request if !self.flood.dropped(Instant::now()) => {
-                        tracing::warn!(
-                            "the server floods mcpmon with requests; ending the session"
-                        );
-                        return Err(RequestError::Closed.into());
-                    }
+                    Seen::ToolsChanged => self.meter.note_tools_changed(),
+                    Seen::Request if !self.meter.dropped_request(now) => return Err(flooded()),
                     Seen::Request | Seen::Other => {}
                 }
             }
@@ -345,6 +360,8 @@ pub enum Seen {
     Progress,
     /// A request of the server's own.
     Request,
+    /// `notifications/tools/list_changed`.
+    ToolsChanged,
     /// Anything else (other notifications, other answers, not JSON).
     Other,
 }
@@ -386,6 +403,7 @@ fn message(mut m: Value, id: &str, progress: Option<u64>) -> Seen {
         {
             Seen::Progress
         }
+        (Some(method), None) if method == "notifications/tools/list_changed" => Seen::ToolsChanged,
         (Some(_), Some(_)) => Seen::Request,
         _ => Seen::Other,
     }
@@ -394,16 +412,63 @@ fn message(mut m: Value, id: &str, progress: Option<u64>) -> Seen {
 /// The whole SSE events at the start of `buf`, read, and the bytes they
 /// took; a partial event is left for the next chunk.
 pub fn events(buf: &[u8], id: &str, progress: Option<u64>) -> (Vec<Seen>, usize) {
+    let mut stream = SseBuffer::default();
+    stream.push(buf);
     let mut out = Vec::new();
-    let mut consumed = 0;
-    while let Some((len, used)) = event_end(&buf[consumed..]) {
-        let data = event_data(&buf[consumed..consumed + len]);
-        consumed += used;
+    while let Some(data) = stream.next_event() {
         if !data.is_empty() {
             out.push(seen(&data, id, progress));
         }
     }
-    (out, consumed)
+    (out, buf.len() - stream.pending())
+}
+
+/// An SSE stream's bytes as they arrive, whole events taken off the front.
+/// Each byte is scanned for an event's end once: an event that arrives a
+/// few bytes at a time is not rescanned from its start at every chunk.
+#[derive(Debug, Default)]
+pub struct SseBuffer {
+    buf: Vec<u8>,
+    /// Where the unread events start.
+    start: usize,
+    /// How far past `start` holds no event's end.
+    scanned: usize,
+}
+
+impl SseBuffer {
+    /// Append what was read.
+    pub fn push(&mut self, chunk: &[u8]) {
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.scanned -= self.start;
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// Bytes held that belong to no whole event yet.
+    pub fn pending(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    /// The joined `data:` lines of the next whole event.
+    pub fn next_event(&mut self) -> Option<Vec<u8>> {
+        let rest = &self.buf[self.start..];
+        match event_end(rest, self.scanned - self.start) {
+            Some((len, used)) => {
+                let data = event_data(&rest[..len]);
+                self.start += used;
+                self.scanned = self.start;
+                Some(data)
+            }
+            None => {
+                // An event's end is at most three bytes ("\n\r\n"): the
+                // last two may still begin one.
+                self.scanned = self.buf.len().saturating_sub(2).max(self.start);
+                None
+            }
+        }
+    }
 }
 
 /// The joined `data:` lines of one SSE event.
@@ -422,9 +487,9 @@ fn event_data(event: &[u8]) -> Vec<u8> {
 }
 
 /// The length of the first event in `buf` and of the event plus its blank
-/// line, if a whole event is there.
-fn event_end(buf: &[u8]) -> Option<(usize, usize)> {
-    let mut i = 0;
+/// line, if a whole event is there; `from` bytes are known to hold no end.
+fn event_end(buf: &[u8], from: usize) -> Option<(usize, usize)> {
+    let mut i = from;
     while i < buf.len() {
         if buf[i] == b'\n' {
             let rest = &buf[i + 1..];

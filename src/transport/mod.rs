@@ -11,10 +11,10 @@
 //!
 //! This layer imports only [`crate::config`] and [`crate::redact`].
 
+pub mod budget;
 pub mod child;
 #[cfg(test)]
 pub mod fake;
-pub mod guard;
 pub mod lean_link;
 pub mod oauth2;
 pub mod procstat;
@@ -171,6 +171,8 @@ pub enum LinkFailure {
     Throttled,
     /// The server sent more requests than a client can be asked to serve.
     RequestFlood,
+    /// The server sent more messages or bytes than its budget allows.
+    MessageFlood,
 }
 
 /// When the credentials a session sends stop working.
@@ -278,22 +280,8 @@ pub trait Connector: Send + Sync {
     fn open(&self, hint: Option<Era>) -> BoxFuture<'_, Result<Box<dyn Session>, OpenError>>;
 }
 
-/// At most `max` bytes, cut on a char boundary, with control characters
-/// (newlines, ESC) replaced: text from a server may reach logs and terminals.
-pub fn truncate(s: &str, max: usize) -> String {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut out: String = s[..end]
-        .chars()
-        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
-        .collect();
-    if end < s.len() {
-        out.push('…');
-    }
-    out
-}
+/// Text a server sent, bounded and defused (see [`crate::config::defuse`]).
+pub use crate::config::defuse as truncate;
 
 #[cfg(test)]
 mod tests {

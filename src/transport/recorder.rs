@@ -18,6 +18,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 
+use super::budget::Meter;
 use super::oauth2::TokenSource;
 
 /// Headers of the session's last POST: everything a request must carry.
@@ -35,6 +36,8 @@ pub struct Recorder {
     /// Set when a lean link takes the session over: rmcp's closing must
     /// not end it on the server.
     detached: Arc<std::sync::atomic::AtomicBool>,
+    /// The session's inbound budget: every SSE event rmcp reads passes it.
+    meter: Option<Arc<Meter>>,
 }
 
 type HttpError = StreamableHttpError<reqwest::Error>;
@@ -47,6 +50,50 @@ impl Recorder {
             route: Arc::new(Mutex::new(None)),
             tokens: None,
             detached: Arc::default(),
+            meter: None,
+        }
+    }
+
+    /// Meter the bytes of every stream rmcp reads with `meter`.
+    pub fn with_meter(mut self, meter: Arc<Meter>) -> Self {
+        self.meter = Some(meter);
+        self
+    }
+
+    /// `stream`, with each event's bytes counted; it ends once the meter
+    /// trips. (Events with data are counted as messages by
+    /// [`super::budget::Metered`]; those without, here.)
+    fn metered(
+        &self,
+        stream: BoxStream<'static, Result<sse_stream::Sse, SseError>>,
+    ) -> BoxStream<'static, Result<sse_stream::Sse, SseError>> {
+        use futures::StreamExt;
+        let Some(meter) = self.meter.clone() else {
+            return stream;
+        };
+        Box::pin(stream.take_while(move |item| {
+            let now = tokio::time::Instant::now();
+            let ok = match item {
+                Ok(e) => {
+                    let len = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+                    let bytes = len(&e.data) + len(&e.event) + len(&e.id);
+                    meter.bytes(bytes, now) && (e.data.is_some() || meter.message(now))
+                }
+                Err(_) => true,
+            };
+            std::future::ready(ok)
+        }))
+    }
+
+    fn metered_post(
+        &self,
+        r: Result<StreamableHttpPostResponse, HttpError>,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        match r {
+            Ok(StreamableHttpPostResponse::Sse(stream, id)) => {
+                Ok(StreamableHttpPostResponse::Sse(self.metered(stream), id))
+            }
+            other => other,
         }
     }
 
@@ -142,17 +189,18 @@ impl StreamableHttpClient for Recorder {
             .as_ref()
             .zip(auth_header.clone())
             .map(|(t, sent)| (t.clone(), sent, message.clone(), custom_headers.clone()));
-        let first = self
-            .inner
-            .post_message_with_response_limits(
-                uri.clone(),
-                message,
-                session_id.clone(),
-                auth_header,
-                custom_headers,
-                limits,
-            )
-            .await;
+        let first = self.metered_post(
+            self.inner
+                .post_message_with_response_limits(
+                    uri.clone(),
+                    message,
+                    session_id.clone(),
+                    auth_header,
+                    custom_headers,
+                    limits,
+                )
+                .await,
+        );
         // A token refused mid-session (revoked, expired early) gets one more
         // try with a fresh one before anything is judged.
         let Some((tokens, sent, message, custom_headers)) = retry else {
@@ -170,16 +218,18 @@ impl StreamableHttpClient for Recorder {
             auth_header.as_deref(),
             &custom_headers,
         );
-        self.inner
-            .post_message_with_response_limits(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                limits,
-            )
-            .await
+        self.metered_post(
+            self.inner
+                .post_message_with_response_limits(
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    custom_headers,
+                    limits,
+                )
+                .await,
+        )
     }
 
     async fn delete_session(
@@ -215,6 +265,7 @@ impl StreamableHttpClient for Recorder {
         self.inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
             .await
+            .map(|s| self.metered(s))
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -240,6 +291,7 @@ impl StreamableHttpClient for Recorder {
                 max_sse_event_size,
             )
             .await
+            .map(|s| self.metered(s))
     }
 }
 

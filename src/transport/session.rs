@@ -24,8 +24,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientCacheConfig, ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
 
+use super::budget::{BUDGET, Meter, Metered, MeteredRead};
 use super::child::{self, Child};
-use super::guard::{Flood, Guarded};
 use super::lean_link::{CallError, Deadlines, LeanLink};
 use super::oauth2::TokenSource;
 use super::recorder::Recorder;
@@ -35,11 +35,18 @@ use super::{
 };
 use crate::config::{KNOWN_VERSIONS, Protocol, ServerSpec, TransportSpec, is_modern};
 
-/// Largest single stdio message accepted from a server.
-const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+/// Largest single message accepted from a server.
+const MAX_LINE_BYTES: usize = BUDGET.message_bytes;
 /// Most tools read from `tools/list` (pages are followed up to this).
 pub const MAX_TOOLS: usize = 1024;
 const MAX_TOOL_PAGES: usize = 16;
+
+/// One page of a tool listing, its tools still as the server wrote them.
+struct ToolsPage {
+    tools: Vec<serde_json::Value>,
+    next_cursor: Option<String>,
+    ttl_ms: Option<u64>,
+}
 
 fn classify(e: ServiceError, timeout: Duration) -> RequestError {
     match e {
@@ -120,14 +127,13 @@ impl Activity {
 }
 
 /// mcpmon's side of the session: identifies itself, answers the server's
-/// pings (rmcp's default), and records progress notifications.
+/// pings (rmcp's default), and records progress notifications. (What else
+/// a server sends is handled, or dropped, by the [`Meter`] before rmcp.)
 #[derive(Clone)]
 struct Monitor {
     activity: Arc<Activity>,
     /// Offered in a legacy `initialize`.
     legacy_version: ProtocolVersion,
-    /// Woken by `notifications/tools/list_changed`.
-    tools_changed: Arc<tokio::sync::Notify>,
 }
 
 impl ClientHandler for Monitor {
@@ -145,15 +151,6 @@ impl ClientHandler for Monitor {
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
         self.activity.note_progress(&params.progress_token);
-        std::future::ready(())
-    }
-
-    fn on_tool_list_changed(
-        &self,
-        _context: NotificationContext<RoleClient>,
-    ) -> impl Future<Output = ()> + Send + '_ {
-        // Stored if nobody waits yet: the next wait returns at once.
-        self.tools_changed.notify_one();
         std::future::ready(())
     }
 }
@@ -177,8 +174,8 @@ struct Lean {
 /// An open session.
 pub struct RmcpSession {
     link: Link,
-    /// The bound on the server's own requests; tripped ends the session.
-    flood: Arc<Flood>,
+    /// What the server sends is metered here; tripped ends the session.
+    meter: Arc<Meter>,
     child: Option<Child>,
     era: Era,
     info: ServerInfo,
@@ -275,13 +272,15 @@ impl RmcpSession {
         let handler = Monitor {
             activity: activity.clone(),
             legacy_version,
-            tools_changed: Arc::default(),
         };
-        let flood = Arc::new(Flood::default());
-        let flooded = |phase| OpenError {
-            failure: LinkFailure::RequestFlood,
-            phase,
-            detail: "the server sent more requests than mcpmon serves".to_owned(),
+        let meter = Arc::new(Meter::default());
+        let flooded = |phase, meter: &Meter| {
+            let breach = meter.breach().unwrap_or(super::budget::Breach::Messages);
+            OpenError {
+                failure: breach.failure(),
+                phase,
+                detail: breach.describe(meter.budget()),
+            }
         };
         let mut recorded: Option<(Recorder, reqwest::Url)> = None;
         let mut tokens: Option<Arc<TokenSource>> = None;
@@ -293,13 +292,13 @@ impl RmcpSession {
                     phase: "spawn",
                     detail: e.to_string(),
                 })?;
-                let transport = Guarded::new(
+                let transport = Metered::new(
                     rmcp::transport::async_rw::AsyncRwTransport::new_client(
-                        spawned.stdout,
+                        MeteredRead::new(spawned.stdout, meter.clone()),
                         spawned.stdin,
                     )
                     .with_max_line_length(MAX_LINE_BYTES),
-                    flood.clone(),
+                    meter.clone(),
                 );
                 let child = spawned.child;
                 let started = tokio::time::timeout(
@@ -309,9 +308,9 @@ impl RmcpSession {
                 .await;
                 match started {
                     Ok(Ok(service)) => (service, Some(child)),
-                    Ok(Err(_)) if flood.tripped() => {
+                    Ok(Err(_)) if meter.breach().is_some() => {
                         child.shutdown(Duration::from_millis(500)).await;
-                        return Err(flooded("handshake"));
+                        return Err(flooded("handshake", &meter));
                     }
                     Ok(Err(e)) => {
                         // Give a dying child a moment to be reaped so the reason is right.
@@ -376,14 +375,15 @@ impl RmcpSession {
                     }
                 }
                 config = config.custom_headers(custom);
+                let recorder = Recorder::new(http.clone()).with_meter(meter.clone());
                 let recorder = match &tokens {
-                    Some(t) => Recorder::new(http.clone()).with_tokens(t.clone()),
-                    None => Recorder::new(http.clone()),
+                    Some(t) => recorder.with_tokens(t.clone()),
+                    None => recorder,
                 };
                 recorded = Some((recorder.clone(), url.clone()));
-                let transport = Guarded::new(
+                let transport = Metered::new(
                     StreamableHttpClientTransport::with_client(recorder, config),
-                    flood.clone(),
+                    meter.clone(),
                 );
                 match tokio::time::timeout(
                     deadline,
@@ -392,7 +392,9 @@ impl RmcpSession {
                 .await
                 {
                     Ok(Ok(service)) => (service, None),
-                    Ok(Err(_)) if flood.tripped() => return Err(flooded("handshake")),
+                    Ok(Err(_)) if meter.breach().is_some() => {
+                        return Err(flooded("handshake", &meter));
+                    }
                     Ok(Err(e)) => {
                         let mut refused = classify_open(&e);
                         if refused.failure == LinkFailure::Unauthenticated
@@ -450,7 +452,7 @@ impl RmcpSession {
         // and let rmcp's tasks and channels go (see `lean_link`).
         let link = match recorded {
             Some((recorder, url)) if era == Era::Legacy => {
-                match LeanLink::take_over(http.clone(), url, &recorder, flood.clone()) {
+                match LeanLink::take_over(http.clone(), url, &recorder, meter.clone()) {
                     Some(link) => {
                         let _ =
                             tokio::time::timeout(Duration::from_secs(2), service.cancel()).await;
@@ -467,7 +469,7 @@ impl RmcpSession {
             _ => Link::Rmcp(service),
         };
         Ok(RmcpSession {
-            flood,
+            meter,
             link,
             child,
             era,
@@ -519,27 +521,41 @@ impl RmcpSession {
         )
     }
 
+    /// The tool surface. Each page is reduced to names and digests on a
+    /// blocking thread as it arrives (a hostile page can hold megabytes of
+    /// schema), and pages stop at the listing budget or [`MAX_TOOLS`].
     async fn tools(&self, timeout: Duration) -> Result<super::tools::ToolSurface, RequestError> {
-        let mut names: Vec<serde_json::Value> = Vec::new();
+        use super::tools::{Digested, ToolSurface};
+        let budget = self.meter.budget();
+        let (tool_bytes, listing_bytes) = (budget.tool_bytes, budget.listing_bytes);
+        let mut kept: Vec<Digested> = Vec::new();
+        let mut bytes = 0usize;
         let mut ttl = None;
         let mut cursor = None;
+        let mut truncated = false;
         for _ in 0..MAX_TOOL_PAGES {
-            let params = cursor
-                .take()
-                .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-            let page = self.tools_page(params, timeout).await?;
+            let page = self.tools_page(cursor.take(), timeout).await?;
             // The listing is as fresh as its stalest page.
             if let Some(ms) = page.ttl_ms {
                 let d = Duration::from_millis(ms);
                 ttl = Some(ttl.map_or(d, |t: Duration| t.min(d)));
             }
-            names.extend(
-                page.tools
-                    .into_iter()
-                    .map(|t| serde_json::to_value(t).unwrap_or_default()),
-            );
-            if names.len() >= MAX_TOOLS {
-                names.truncate(MAX_TOOLS);
+            let tools = page.tools;
+            let digested = tokio::task::spawn_blocking(move || {
+                tools
+                    .iter()
+                    .map(|t| Digested::of(t, tool_bytes))
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .map_err(|_| RequestError::Unexpected)?;
+            for d in digested {
+                bytes = bytes.saturating_add(d.bytes);
+                kept.push(d);
+            }
+            if kept.len() >= MAX_TOOLS || bytes > listing_bytes {
+                kept.truncate(MAX_TOOLS);
+                truncated = page.next_cursor.is_some();
                 break;
             }
             match page.next_cursor {
@@ -547,17 +563,19 @@ impl RmcpSession {
                 _ => break,
             }
         }
-        let mut surface = super::tools::ToolSurface::from_json(names);
+        let mut surface = ToolSurface::from_digests(kept);
         surface.ttl = ttl;
+        surface.truncated = truncated;
         Ok(surface)
     }
 
     /// One page of `tools/list`, over whichever link carries the session.
     async fn tools_page(
         &self,
-        params: Option<PaginatedRequestParams>,
+        cursor: Option<String>,
         timeout: Duration,
-    ) -> Result<rmcp::model::ListToolsResult, RequestError> {
+    ) -> Result<ToolsPage, RequestError> {
+        let params = cursor.map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
         let Link::Lean(lean) = &self.link else {
             let request = ClientRequest::ListToolsRequest(ListToolsRequest {
                 method: Default::default(),
@@ -567,15 +585,30 @@ impl RmcpSession {
             let ServerResult::ListToolsResult(page) = self.request(request, timeout).await? else {
                 return Err(RequestError::Unexpected);
             };
-            return Ok(page);
+            return Ok(ToolsPage {
+                ttl_ms: page.ttl_ms,
+                next_cursor: page.next_cursor,
+                tools: page
+                    .tools
+                    .into_iter()
+                    .map(|t| serde_json::to_value(t).unwrap_or_default())
+                    .collect(),
+            });
         };
         let id = format!("mcpmon-{}", lean.link.next_number());
         let params = params.and_then(|p| serde_json::to_value(p).ok());
-        let result = self
+        let mut result = self
             .lean_call(&id, "tools/list", params, None, Deadlines::within(timeout))
             .await
             .map_err(|e| request_error(e, timeout))?;
-        serde_json::from_value(result).map_err(|_| RequestError::Unexpected)
+        let serde_json::Value::Array(tools) = result["tools"].take() else {
+            return Err(RequestError::Unexpected);
+        };
+        Ok(ToolsPage {
+            ttl_ms: result["ttlMs"].as_u64(),
+            next_cursor: result["nextCursor"].as_str().map(str::to_owned),
+            tools,
+        })
     }
 
     async fn tool_call(&self, call: ToolCall) -> Result<CallToolResult, ToolCallError> {
@@ -806,11 +839,9 @@ impl Session for RmcpSession {
     }
 
     fn tools_changed(&self) -> BoxFuture<'_, ()> {
-        match &self.link {
-            Link::Rmcp(service) => Box::pin(service.service().tools_changed.notified()),
-            // No standalone stream: the tools are listed at tools_interval.
-            Link::Lean(_) => Box::pin(std::future::pending()),
-        }
+        // Heard on any stream the server writes to (a lean link has no
+        // standalone one, only its answers' streams).
+        Box::pin(self.meter.tools_changed())
     }
 
     fn call_tool(&self, call: ToolCall) -> BoxFuture<'_, Result<CallToolResult, ToolCallError>> {
@@ -819,16 +850,22 @@ impl Session for RmcpSession {
 
     fn gone(&self) -> BoxFuture<'_, String> {
         Box::pin(async move {
-            match &self.child {
-                Some(c) => format!("process {}", c.exited().await),
-                None => std::future::pending().await,
+            let exited = async {
+                match &self.child {
+                    Some(c) => format!("process {}", c.exited().await),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                exit = exited => exit,
+                breach = self.meter.tripped() => breach.describe(self.meter.budget()),
             }
         })
     }
 
     fn death(&self) -> LinkFailure {
-        if self.flood.tripped() {
-            return LinkFailure::RequestFlood;
+        if let Some(breach) = self.meter.breach() {
+            return breach.failure();
         }
         match self.child {
             Some(_) => LinkFailure::Exited,
@@ -845,7 +882,7 @@ impl Session for RmcpSession {
     }
 
     fn violation(&self) -> Option<LinkFailure> {
-        self.flood.tripped().then_some(LinkFailure::RequestFlood)
+        self.meter.breach().map(super::budget::Breach::failure)
     }
 
     fn credentials(&self) -> Option<super::Credentials> {

@@ -3,6 +3,11 @@
 //! sorted by name), hashed, so a deploy that silently drops or changes a
 //! tool shows up as a different hash and a named difference. Names and
 //! input schemas are checked against the spec's rules on the way in.
+//!
+//! Each tool is reduced to its name and digest as its page arrives
+//! ([`Digested::of`]); schemas are never kept. A tool over the budget's
+//! size is hashed all the same but flagged, and a listing stops asking for
+//! pages once its tools add up to the listing budget.
 
 use std::fmt::Write as _;
 
@@ -31,6 +36,55 @@ pub struct ToolSurface {
     pub hash: String,
     /// How long the server said the listing stays fresh (`ttlMs`, 2026-07-28).
     pub ttl: Option<std::time::Duration>,
+    /// Whether the listing stopped at the budget, with pages left unread.
+    pub truncated: bool,
+}
+
+/// One tool reduced to what a surface keeps, plus what sorts it.
+#[derive(Clone, Debug)]
+pub struct Digested {
+    /// The name as the server sent it (sorting uses it untruncated).
+    raw_name: String,
+    info: ToolInfo,
+    /// Bytes of its canonical form, counted against the listing budget.
+    pub bytes: usize,
+}
+
+impl Digested {
+    /// Reduce one tool as the server sent it (`name`, `inputSchema`,
+    /// `outputSchema`, `annotations`; other fields, such as descriptions,
+    /// do not count). A tool whose canonical form exceeds `max_bytes` is
+    /// flagged as breaking the budget.
+    pub fn of(t: &Value, max_bytes: usize) -> Digested {
+        let raw_name = t["name"].as_str().unwrap_or_default().to_owned();
+        let mut canonical_tool = String::new();
+        let mut part = serde_json::Map::new();
+        for key in ["name", "inputSchema", "outputSchema", "annotations"] {
+            if let Some(v) = t.get(key).filter(|v| !v.is_null()) {
+                part.insert(key.to_owned(), v.clone());
+            }
+        }
+        canonical(&Value::Object(part), &mut canonical_tool);
+        let bytes = canonical_tool.len();
+        let problem = if bytes > max_bytes {
+            Some(format!(
+                "definition is {} KiB, over the {} KiB a tool may take",
+                bytes >> 10,
+                max_bytes >> 10
+            ))
+        } else {
+            problem(&raw_name, t.get("inputSchema"))
+        };
+        Digested {
+            info: ToolInfo {
+                name: truncate(&raw_name, 128),
+                digest: hex(&Sha256::digest(canonical_tool.as_bytes())),
+                problem,
+            },
+            raw_name,
+            bytes,
+        }
+    }
 }
 
 /// How a surface differs from the one before.
@@ -73,41 +127,30 @@ impl std::fmt::Display for ToolDiff {
 }
 
 impl ToolSurface {
-    /// The surface of tools given as the JSON the server sent (`name`,
-    /// `inputSchema`, `outputSchema`, `annotations`; other fields, such as
-    /// descriptions, do not count).
+    /// The surface of tools given as the JSON the server sent, with no
+    /// size budget (see [`Digested::of`]).
     pub fn from_json(tools: impl IntoIterator<Item = Value>) -> ToolSurface {
-        let mut all: Vec<(String, String, ToolInfo)> = tools
-            .into_iter()
-            .map(|t| {
-                let raw_name = t["name"].as_str().unwrap_or_default().to_owned();
-                let mut canonical_tool = String::new();
-                let mut part = serde_json::Map::new();
-                for key in ["name", "inputSchema", "outputSchema", "annotations"] {
-                    if let Some(v) = t.get(key).filter(|v| !v.is_null()) {
-                        part.insert(key.to_owned(), v.clone());
-                    }
-                }
-                canonical(&Value::Object(part), &mut canonical_tool);
-                let digest = hex(&Sha256::digest(canonical_tool.as_bytes()));
-                let info = ToolInfo {
-                    name: truncate(&raw_name, 128),
-                    digest,
-                    problem: problem(&raw_name, t.get("inputSchema")),
-                };
-                (raw_name, canonical_tool, info)
-            })
-            .collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        Self::from_digests(tools.into_iter().map(|t| Digested::of(&t, usize::MAX)))
+    }
+
+    /// The surface of tools already reduced, in any order.
+    pub fn from_digests(tools: impl IntoIterator<Item = Digested>) -> ToolSurface {
+        let mut all: Vec<Digested> = tools.into_iter().collect();
+        all.sort_by(|a, b| {
+            a.raw_name
+                .cmp(&b.raw_name)
+                .then_with(|| a.info.digest.cmp(&b.info.digest))
+        });
         let mut hasher = Sha256::new();
-        for (_, c, _) in &all {
-            hasher.update(c.as_bytes());
+        for t in &all {
+            hasher.update(t.info.digest.as_bytes());
             hasher.update(b"\n");
         }
         ToolSurface {
             hash: format!("sha256:{}", hex(&hasher.finalize())),
-            tools: all.into_iter().map(|(_, _, i)| i).collect(),
+            tools: all.into_iter().map(|t| t.info).collect(),
             ttl: None,
+            truncated: false,
         }
     }
 

@@ -1,0 +1,466 @@
+//! The inbound budget: everything one server sends mcpmon passes one meter
+//! where it comes in, before anything is parsed further, spawned or kept.
+//!
+//! A server is untrusted input. Bounds added one attack at a time (a request
+//! flood here, a long line there) left the kinds nobody had tried open: a
+//! notification storm made rmcp spawn a task per message and took 2 GB in
+//! ten seconds. So the bound is one design instead:
+//!
+//! - [`BUDGET`] holds every limit in one place, with defaults no real server
+//!   comes near (the figures real servers do reach are in `docs/security.md`).
+//! - A [`Meter`] per session counts bytes (the stdio pipe through
+//!   [`MeteredRead`], HTTP bodies and SSE events as they are read) and
+//!   messages of every kind, in one-second windows. Past a bound it trips:
+//!   the transport reports end of stream, [`Meter::tripped`] wakes the
+//!   supervisor, and the session ends as `request_flood` (requests) or
+//!   `message_flood` (anything else). The supervisor rebuilds it with
+//!   backoff; nothing the flood carried counts as a sign of life.
+//! - [`Metered`] wraps rmcp's transports and lets through only what mcpmon
+//!   uses: answers, the server's few requests (rmcp answers pings), progress
+//!   for a request mcpmon has outstanding, and cancellations. Everything
+//!   else (log messages, resource and prompt notifications, progress for
+//!   tokens mcpmon never sent) is dropped before rmcp sees it, and
+//!   `tools/list_changed` is coalesced into one stored wake-up.
+//!
+//! rmcp has no hook for any of this, hence the wrappers.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::{
+    ClientRequest, GetMeta, JsonRpcMessage, NumberOrString, ProgressToken, RequestId,
+    ServerNotification,
+};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::LinkFailure;
+
+/// What one server may send mcpmon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// Largest single message (a stdio line, a JSON body, an SSE event).
+    pub message_bytes: usize,
+    /// Bytes in any one second, all kinds together.
+    pub bytes_per_second: u64,
+    /// Messages of every kind in any one second.
+    pub messages_per_second: u32,
+    /// The server's own requests waiting for mcpmon's reply.
+    pub requests_in_flight: i64,
+    /// The server's own requests in any one second.
+    pub requests_per_second: u32,
+    /// Schema bytes kept from one tool (larger tools are hashed by size).
+    pub tool_bytes: usize,
+    /// Bytes of tool definitions read in one listing; pages past it are
+    /// not asked for.
+    pub listing_bytes: usize,
+    /// Least time between two listings a server's `list_changed` causes.
+    pub relist_every: Duration,
+}
+
+/// The budget every session runs under.
+pub const BUDGET: Budget = Budget {
+    message_bytes: 4 << 20,
+    bytes_per_second: 32 << 20,
+    messages_per_second: 2000,
+    requests_in_flight: 32,
+    requests_per_second: 100,
+    tool_bytes: 256 << 10,
+    listing_bytes: 8 << 20,
+    relist_every: Duration::from_secs(10),
+};
+
+/// Which bound a server broke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Breach {
+    /// Too many requests of its own, unanswered or in one second.
+    Requests,
+    /// Too many messages in one second.
+    Messages,
+    /// Too many bytes in one second.
+    Bytes,
+}
+
+impl Breach {
+    /// How the session's end is reported.
+    pub fn failure(self) -> LinkFailure {
+        match self {
+            Breach::Requests => LinkFailure::RequestFlood,
+            Breach::Messages | Breach::Bytes => LinkFailure::MessageFlood,
+        }
+    }
+
+    /// The detail a user reads.
+    pub fn describe(self, budget: &Budget) -> String {
+        match self {
+            Breach::Requests => format!(
+                "the server sent more requests than mcpmon serves (over {} unanswered or {} in one second)",
+                budget.requests_in_flight, budget.requests_per_second
+            ),
+            Breach::Messages => format!(
+                "the server sent over {} messages in one second",
+                budget.messages_per_second
+            ),
+            Breach::Bytes => format!(
+                "the server sent over {} MiB in one second",
+                budget.bytes_per_second >> 20
+            ),
+        }
+    }
+}
+
+/// Counts of the current one-second window.
+#[derive(Debug, Default)]
+struct Window {
+    start: Option<Instant>,
+    bytes: u64,
+    messages: u32,
+    requests: u32,
+}
+
+impl Window {
+    /// The window `now` falls in, reset when a new second began.
+    fn at(&mut self, now: Instant) -> &mut Self {
+        match self.start {
+            Some(s) if now.saturating_duration_since(s) < Duration::from_secs(1) => {}
+            _ => {
+                *self = Window {
+                    start: Some(now),
+                    ..Window::default()
+                }
+            }
+        }
+        self
+    }
+}
+
+/// Most progress tokens of mcpmon's own requests remembered at once (it has
+/// a handful outstanding per session).
+const TOKENS_KEPT: usize = 64;
+
+/// One session's meter. Shared by its transport wrappers and the session.
+#[derive(Debug)]
+pub struct Meter {
+    budget: Budget,
+    requests_in_flight: AtomicI64,
+    window: Mutex<Window>,
+    breach: OnceLock<Breach>,
+    tripped: Notify,
+    /// Progress tokens of the requests mcpmon has outstanding, by request id.
+    tokens: Mutex<Vec<(RequestId, ProgressToken)>>,
+    /// Woken (and stored) by `notifications/tools/list_changed`.
+    tools_changed: Notify,
+}
+
+impl Default for Meter {
+    fn default() -> Self {
+        Meter::new(BUDGET)
+    }
+}
+
+impl Meter {
+    /// A meter for `budget`.
+    pub fn new(budget: Budget) -> Self {
+        Meter {
+            budget,
+            requests_in_flight: AtomicI64::new(0),
+            window: Mutex::new(Window::default()),
+            breach: OnceLock::new(),
+            tripped: Notify::new(),
+            tokens: Mutex::new(Vec::new()),
+            tools_changed: Notify::new(),
+        }
+    }
+
+    /// The budget it meters against.
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    /// The bound broken, once one was.
+    pub fn breach(&self) -> Option<Breach> {
+        self.breach.get().copied()
+    }
+
+    /// Resolves once a bound is broken.
+    pub async fn tripped(&self) -> Breach {
+        loop {
+            let woken = self.tripped.notified();
+            if let Some(b) = self.breach() {
+                return b;
+            }
+            woken.await;
+        }
+    }
+
+    fn trip(&self, b: Breach) -> bool {
+        if self.breach.set(b).is_ok() {
+            tracing::warn!(budget = ?b, "{}; ending the session", b.describe(&self.budget));
+            self.tripped.notify_waiters();
+        }
+        false
+    }
+
+    fn window(&self) -> std::sync::MutexGuard<'_, Window> {
+        self.window.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Count `n` bytes read at `now`; false (tripped) past the budget.
+    pub fn bytes(&self, n: usize, now: Instant) -> bool {
+        if self.breach().is_some() {
+            return false;
+        }
+        let over = {
+            let mut w = self.window();
+            let w = w.at(now);
+            w.bytes = w.bytes.saturating_add(n as u64);
+            w.bytes > self.budget.bytes_per_second
+        };
+        !over || self.trip(Breach::Bytes)
+    }
+
+    /// Count one message of any kind at `now`; false (tripped) past the budget.
+    pub fn message(&self, now: Instant) -> bool {
+        if self.breach().is_some() {
+            return false;
+        }
+        let over = {
+            let mut w = self.window();
+            let w = w.at(now);
+            w.messages = w.messages.saturating_add(1);
+            w.messages > self.budget.messages_per_second
+        };
+        !over || self.trip(Breach::Messages)
+    }
+
+    /// Count one request of the server's own, which mcpmon will answer;
+    /// false (tripped) past either request bound. [`Meter::answered`] when
+    /// the reply is written.
+    pub fn request(&self, now: Instant) -> bool {
+        if !self.message(now) {
+            return false;
+        }
+        let in_flight = self.requests_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        let count = {
+            let mut w = self.window();
+            let w = w.at(now);
+            w.requests = w.requests.saturating_add(1);
+            w.requests
+        };
+        (in_flight <= self.budget.requests_in_flight && count <= self.budget.requests_per_second)
+            || self.trip(Breach::Requests)
+    }
+
+    /// A reply to one of the server's requests was written.
+    pub fn answered(&self) {
+        self.requests_in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Count a request read and dropped unanswered (a lean session offers
+    /// no capabilities); false (tripped) past a bound.
+    pub fn dropped_request(&self, now: Instant) -> bool {
+        let ok = self.request(now);
+        self.answered();
+        ok
+    }
+
+    /// mcpmon sent request `id` carrying progress `token`.
+    fn expect_progress(&self, id: RequestId, token: ProgressToken) {
+        let mut t = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        if t.len() == TOKENS_KEPT {
+            t.remove(0);
+        }
+        t.push((id, token));
+    }
+
+    /// Request `id` was answered: its progress is no longer news.
+    fn settled(&self, id: &RequestId) {
+        self.tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(i, _)| i != id);
+    }
+
+    fn awaits_progress(&self, token: &ProgressToken) -> bool {
+        self.tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|(_, t)| t == token)
+    }
+
+    /// The server said its tool list changed: one stored wake-up, however
+    /// many times it says so.
+    pub fn note_tools_changed(&self) {
+        self.tools_changed.notify_one();
+    }
+
+    /// Resolves when the server said its tool list changed since the last
+    /// wait returned.
+    pub async fn tools_changed(&self) {
+        self.tools_changed.notified().await;
+    }
+}
+
+/// A reader that counts every byte against the meter; once the meter trips
+/// it reads end of stream.
+pub struct MeteredRead<R> {
+    inner: R,
+    meter: Arc<Meter>,
+}
+
+impl<R> MeteredRead<R> {
+    /// Meter what is read from `inner`.
+    pub fn new(inner: R, meter: Arc<Meter>) -> Self {
+        MeteredRead { inner, meter }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for MeteredRead<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.meter.breach().is_some() {
+            return Poll::Ready(Ok(()));
+        }
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = &polled {
+            let n = buf.filled().len() - before;
+            if n > 0 && !self.meter.bytes(n, Instant::now()) {
+                // What was just read is not handed on: the stream ends here.
+                buf.set_filled(before);
+            }
+        }
+        polled
+    }
+}
+
+/// What mcpmon does with one message from a server.
+#[derive(Debug, PartialEq, Eq)]
+enum Admit {
+    /// Hand it to rmcp.
+    Pass,
+    /// Drop it here: mcpmon has no use for it.
+    Drop,
+    /// A bound broke: end the session.
+    End,
+}
+
+/// A transport whose every inbound message passes the meter (see the
+/// module's documentation).
+pub struct Metered<T> {
+    inner: T,
+    meter: Arc<Meter>,
+}
+
+impl<T> Metered<T> {
+    /// Meter `inner` with `meter`.
+    pub fn new(inner: T, meter: Arc<Meter>) -> Self {
+        Metered { inner, meter }
+    }
+}
+
+/// The progress token a request of mcpmon's carries, if any.
+fn progress_token(request: &ClientRequest) -> Option<ProgressToken> {
+    request.get_meta().get_progress_token()
+}
+
+impl Meter {
+    fn admit(&self, msg: &RxJsonRpcMessage<RoleClient>, now: Instant) -> Admit {
+        let counted = match msg {
+            JsonRpcMessage::Request(_) => self.request(now),
+            _ => self.message(now),
+        };
+        if !counted {
+            return Admit::End;
+        }
+        match msg {
+            JsonRpcMessage::Request(_) => Admit::Pass,
+            JsonRpcMessage::Response(r) => {
+                self.settled(&r.id);
+                Admit::Pass
+            }
+            JsonRpcMessage::Error(e) => {
+                if let Some(id) = &e.id {
+                    self.settled(id);
+                }
+                Admit::Pass
+            }
+            JsonRpcMessage::Notification(n) => match &n.notification {
+                ServerNotification::ProgressNotification(p)
+                    if self.awaits_progress(&p.params.progress_token) =>
+                {
+                    Admit::Pass
+                }
+                ServerNotification::CancelledNotification(_) => Admit::Pass,
+                ServerNotification::ToolListChangedNotification(_) => {
+                    self.note_tools_changed();
+                    Admit::Drop
+                }
+                _ => Admit::Drop,
+            },
+        }
+    }
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for Metered<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let reply = matches!(item, JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_));
+        if let JsonRpcMessage::Request(r) = &item
+            && let Some(token) = progress_token(&r.request)
+        {
+            self.meter.expect_progress(r.id.clone(), token);
+        }
+        let sent = self.inner.send(item);
+        let meter = self.meter.clone();
+        async move {
+            let r = sent.await;
+            if reply {
+                meter.answered();
+            }
+            r
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            if self.meter.breach().is_some() {
+                return None;
+            }
+            let msg = self.inner.receive().await?;
+            match self.meter.admit(&msg, Instant::now()) {
+                Admit::Pass => return Some(msg),
+                Admit::Drop => continue,
+                Admit::End => return None,
+            }
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+/// A progress token as a lean link numbers them.
+pub fn numbered(n: u64) -> ProgressToken {
+    ProgressToken(NumberOrString::Number(i64::try_from(n).unwrap_or(i64::MAX)))
+}
+
+#[cfg(test)]
+#[path = "budget_tests.rs"]
+mod tests;

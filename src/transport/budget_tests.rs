@@ -1,0 +1,162 @@
+use super::*;
+use tokio::io::AsyncReadExt;
+
+fn small() -> Budget {
+    Budget {
+        bytes_per_second: 100,
+        messages_per_second: 5,
+        requests_in_flight: 2,
+        requests_per_second: 3,
+        ..BUDGET
+    }
+}
+
+fn msg(v: serde_json::Value) -> RxJsonRpcMessage<RoleClient> {
+    serde_json::from_value(v).expect("a server message")
+}
+
+#[test]
+fn each_bound_trips_once_and_names_itself() {
+    let t0 = Instant::now();
+    let m = Meter::new(small());
+    assert!(
+        m.bytes(60, t0) && m.bytes(40, t0),
+        "at the bound is within it"
+    );
+    assert!(!m.bytes(1, t0));
+    assert_eq!(m.breach(), Some(Breach::Bytes));
+    assert!(!m.message(t0), "a tripped meter admits nothing more");
+    assert_eq!(m.breach(), Some(Breach::Bytes), "the first breach stays");
+
+    let m = Meter::new(small());
+    for i in 0..5 {
+        assert!(m.message(t0 + Duration::from_millis(i * 100)), "#{i}");
+    }
+    assert!(!m.message(t0 + Duration::from_millis(999)));
+    assert_eq!(
+        m.breach().map(Breach::failure),
+        Some(LinkFailure::MessageFlood)
+    );
+
+    // A new second starts a new count.
+    let m = Meter::new(small());
+    for s in 0..10 {
+        for _ in 0..5 {
+            assert!(m.message(t0 + Duration::from_secs(s)));
+        }
+        assert!(m.bytes(100, t0 + Duration::from_secs(s)));
+    }
+    assert_eq!(m.breach(), None);
+}
+
+#[test]
+fn requests_trip_on_either_request_bound() {
+    let t0 = Instant::now();
+    let m = Meter::new(small());
+    assert!(m.request(t0) && m.request(t0));
+    assert!(!m.request(t0), "a third unanswered request");
+    assert_eq!(
+        m.breach().map(Breach::failure),
+        Some(LinkFailure::RequestFlood)
+    );
+
+    let m = Meter::new(small());
+    for _ in 0..3 {
+        assert!(m.dropped_request(t0));
+    }
+    assert!(!m.dropped_request(t0), "a fourth in one second");
+    assert!(
+        Breach::Requests
+            .describe(&small())
+            .contains("3 in one second")
+    );
+}
+
+#[tokio::test]
+async fn a_trip_wakes_whoever_waits() {
+    let m = Arc::new(Meter::new(small()));
+    let waiter = tokio::spawn({
+        let m = m.clone();
+        async move { m.tripped().await }
+    });
+    tokio::task::yield_now().await;
+    let t0 = Instant::now();
+    while m.message(t0) {}
+    let b = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("woken")
+        .expect("join");
+    assert_eq!(b, Breach::Messages);
+    // Also for a wait that starts after the trip.
+    assert_eq!(m.tripped().await, Breach::Messages);
+}
+
+#[test]
+fn only_what_mcpmon_uses_reaches_rmcp() {
+    let t0 = Instant::now();
+    let m = Meter::default();
+    let log = msg(
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/message",
+        "params": {"level": "info", "data": "x"}}),
+    );
+    assert_eq!(m.admit(&log, t0), Admit::Drop);
+    let progress = |token: serde_json::Value| {
+        msg(
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": token, "progress": 1}}),
+        )
+    };
+    assert_eq!(
+        m.admit(&progress(7.into()), t0),
+        Admit::Drop,
+        "no such request"
+    );
+    m.expect_progress(NumberOrString::Number(3), numbered(7));
+    assert_eq!(m.admit(&progress(7.into()), t0), Admit::Pass);
+    assert_eq!(m.admit(&progress("7".into()), t0), Admit::Drop);
+    let answer = msg(serde_json::json!({"jsonrpc": "2.0", "id": 3, "result": {}}));
+    assert_eq!(m.admit(&answer, t0), Admit::Pass);
+    assert_eq!(
+        m.admit(&progress(7.into()), t0),
+        Admit::Drop,
+        "after its answer, a request's progress is no sign of life"
+    );
+    let changed =
+        msg(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    assert_eq!(
+        m.admit(&changed, t0),
+        Admit::Drop,
+        "handled here, not by rmcp"
+    );
+    let ping = msg(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}));
+    assert_eq!(m.admit(&ping, t0), Admit::Pass);
+}
+
+#[tokio::test]
+async fn list_changed_is_one_stored_wake_up() {
+    let m = Meter::default();
+    for _ in 0..1000 {
+        m.note_tools_changed();
+    }
+    let wait = || tokio::time::timeout(Duration::from_millis(50), m.tools_changed());
+    assert!(wait().await.is_ok(), "stored for a later wait");
+    assert!(
+        wait().await.is_err(),
+        "a thousand notifications are one wake-up"
+    );
+}
+
+#[tokio::test]
+async fn a_metered_reader_ends_the_stream_past_the_budget() {
+    let meter = Arc::new(Meter::new(small()));
+    let data = vec![b'x'; 1000];
+    let mut r = MeteredRead::new(&data[..], meter.clone());
+    let mut got = Vec::new();
+    r.read_to_end(&mut got).await.expect("read");
+    assert!(
+        got.len() <= 100,
+        "read {} bytes past a 100-byte budget",
+        got.len()
+    );
+    assert_eq!(meter.breach(), Some(Breach::Bytes));
+}
