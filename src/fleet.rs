@@ -29,9 +29,9 @@ pub(crate) struct Fleet {
     metrics: Arc<Metrics>,
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
-}
+/// Most problems with discovered entries logged one by one per refresh: a
+/// source of thousands of bad entries must not become thousands of lines.
+const LOGGED_REJECTIONS: usize = 20;
 
 /// Relative paths in discovered entries are read from here.
 fn base(config: &Config) -> PathBuf {
@@ -47,6 +47,7 @@ impl Fleet {
         metrics: Arc<Metrics>,
         updates: mpsc::Sender<Update>,
         cancel: CancellationToken,
+        own_addresses: Vec<std::net::SocketAddr>,
     ) -> Fleet {
         metrics.set_shard(shard.index, shard.count);
         let mut fleet = Fleet {
@@ -54,7 +55,7 @@ impl Fleet {
                 servers: Vec::new(),
                 ..config.clone()
             },
-            discovery: Discovery::new(updates, cancel),
+            discovery: Discovery::new(updates, cancel, base(&config), own_addresses),
             discovered: Discovered::default(),
             shard,
             supervisors,
@@ -68,12 +69,8 @@ impl Fleet {
     /// Take a new main file: its sources start or stop, and the servers are
     /// reconciled.
     pub async fn reload(&mut self, new: Config) -> Diff {
-        let sources = self.discovery.apply(&discovery::sources(&new));
-        let global_changed = new.global != self.config.global;
-        let report =
-            self.discovered
-                .set_sources(sources, &new.global, global_changed, &base(&new), &env);
-        self.tell(&report);
+        let sources = self.discovery.apply(&discovery::sources(&new), &new.global);
+        self.discovered.set_sources(sources);
         self.config = new;
         self.reconcile().await
     }
@@ -83,9 +80,7 @@ impl Fleet {
     pub async fn discovered(&mut self, updates: Vec<Update>) {
         let mut changed = false;
         for update in updates {
-            let report =
-                self.discovered
-                    .update(update, &self.config.global, &base(&self.config), &env);
+            let report = self.discovered.update(update);
             self.tell(&report);
             changed |= report.changed;
         }
@@ -107,10 +102,17 @@ impl Fleet {
                 "discovery refresh failed; the source keeps its last good list"
             );
         }
-        for (mechanism, reason, errors) in &report.rejected {
+        let mut logged = 0;
+        let mut unlogged = 0;
+        for (mechanism, reason, count, errors) in &report.rejected {
             self.metrics
-                .record_sd_rejected(mechanism.as_str(), reason.as_str(), 1);
+                .record_sd_rejected(mechanism.as_str(), reason.as_str(), *count as u64);
             for e in errors {
+                if logged == LOGGED_REJECTIONS {
+                    unlogged += 1;
+                    continue;
+                }
+                logged += 1;
                 tracing::error!(
                     mechanism = mechanism.as_str(),
                     reason = reason.as_str(),
@@ -118,6 +120,12 @@ impl Fleet {
                     "discovered entry left out"
                 );
             }
+        }
+        if unlogged > 0 {
+            tracing::error!(
+                more = unlogged,
+                "more problems with discovered entries, not logged one by one (counted in mcpmon_sd_entries_rejected_total)"
+            );
         }
         for w in &report.warnings {
             tracing::warn!(warning = %w, "risky configuration in a discovered entry");

@@ -165,6 +165,11 @@ pub async fn run_with(
     let supervisors = Supervisors::new(http, fleet_tx.clone(), cancel.child_token());
     let (sd_tx, mut sd_rx) = mpsc::channel::<discovery::Update>(64);
     let path = config.path.clone();
+    // Discovered entries may not aim mcpmon at itself.
+    let own_addresses = std::iter::once(&listener)
+        .chain(&options.extra_listeners)
+        .filter_map(|l| l.local_addr().ok())
+        .collect();
     let mut fleet = Fleet::start(
         config,
         supervisors,
@@ -172,6 +177,7 @@ pub async fn run_with(
         metrics.clone(),
         sd_tx,
         cancel.child_token(),
+        own_addresses,
     )
     .await;
     tracing::info!(

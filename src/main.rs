@@ -289,35 +289,14 @@ fn hostname() -> anyhow::Result<String> {
 /// Read the file_sd files as mcpmon would and print every problem:
 /// (servers found, problems).
 fn check_file_sd(cfg: &config::Config) -> (usize, usize) {
-    use mcpmon::discovery::{self, Discovered, Source, Update};
-    let env = |name: &str| std::env::var(name).ok();
-    let base = cfg.path.parent().unwrap_or(Path::new("."));
-    let sources: Vec<(u64, Source)> = discovery::sources(cfg)
-        .into_iter()
-        .filter(|s| matches!(s, Source::File(_)))
-        .zip(0..)
-        .map(|(s, i)| (i, s))
-        .collect();
-    let mut found = Discovered::default();
-    found.set_sources(sources.clone(), &cfg.global, false, base, &env);
+    let (resolved, reports) = mcpmon::discovery::check_files(cfg);
     let mut problems = 0;
-    for (id, source) in sources {
-        let Source::File(sd) = source else { continue };
-        let documents = discovery::read_files(&sd.files);
-        let report = found.update(
-            Update {
-                source: id,
-                documents,
-            },
-            &cfg.global,
-            base,
-            &env,
-        );
+    for report in &reports {
         for (_, e) in &report.failures {
             eprintln!("{e}");
             problems += 1;
         }
-        for e in report.rejected.iter().flat_map(|(_, _, errors)| errors) {
+        for e in report.rejected.iter().flat_map(|(_, _, _, errors)| errors) {
             eprintln!("{e}");
             problems += 1;
         }
@@ -325,13 +304,11 @@ fn check_file_sd(cfg: &config::Config) -> (usize, usize) {
             eprintln!("warning: {w}");
         }
     }
-    let resolved = found.resolve(cfg, Shard::default());
     for (_, duplicate) in &resolved.duplicates {
         eprintln!("{duplicate}");
         problems += 1;
     }
-    let from_files = resolved.counts.values().sum();
-    (from_files, problems)
+    (resolved.counts.values().sum(), problems)
 }
 
 fn check_config(file: &Path) -> ExitCode {

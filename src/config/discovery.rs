@@ -10,6 +10,7 @@
 //! they read would be sent to a URL the endpoint chose.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -19,6 +20,10 @@ use super::{ConfigError, Secret, ServerSpec, TunablesFile};
 pub(super) const FILE_SD_REFRESH: Duration = Duration::from_secs(300);
 /// Prometheus's http_sd default.
 pub(super) const HTTP_SD_REFRESH: Duration = Duration::from_secs(60);
+/// Most servers one source may add, unless its config says otherwise: a
+/// source that returns more is misbehaving (or hostile) sooner than it is
+/// describing a real fleet behind one endpoint.
+pub const MAX_SERVERS: usize = 1000;
 
 /// One `file_sd_configs` entry, resolved.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,6 +35,8 @@ pub struct FileSd {
     pub refresh_interval: Duration,
     /// Labels given to every entry (an entry's own label wins).
     pub labels: BTreeMap<String, String>,
+    /// Most servers its files may add together.
+    pub max_servers: usize,
 }
 
 /// TLS for an http_sd endpoint.
@@ -62,6 +69,8 @@ pub struct HttpSd {
     pub labels: BTreeMap<String, String>,
     /// Whether its entries may start processes.
     pub allow_stdio: bool,
+    /// Most servers it may add.
+    pub max_servers: usize,
 }
 
 impl HttpSd {
@@ -92,15 +101,30 @@ pub enum Trust {
     },
 }
 
+/// How a document is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// YAML (or JSON, which YAML reads), as files are.
+    Yaml,
+    /// JSON only, as http_sd answers are: no aliases, no YAML surprises.
+    Json,
+}
+
 /// Where a list of entries came from.
 #[derive(Clone, Copy, Debug)]
 pub struct EntrySource<'a> {
     /// What its entries may ask for.
     pub trust: Trust,
+    /// How its documents are written.
+    pub format: Format,
     /// Labels added to every entry that does not set them itself.
     pub labels: &'a BTreeMap<String, String>,
     /// Relative commands, cwds and files are resolved against this.
     pub base: &'a Path,
+    /// Most entries read from one document; the rest are left out.
+    pub max_servers: usize,
+    /// mcpmon's own listen addresses: an entry aimed at them is refused.
+    pub own_addresses: &'a [SocketAddr],
 }
 
 /// Why an entry was left out.
@@ -110,6 +134,10 @@ pub enum Rejection {
     Invalid,
     /// An untrusted source asked to start a process.
     StdioRefused,
+    /// Past the source's `max_servers`.
+    OverLimit,
+    /// Its URL points at mcpmon itself.
+    OwnAddress,
 }
 
 impl Rejection {
@@ -118,15 +146,20 @@ impl Rejection {
         match self {
             Rejection::Invalid => "invalid",
             Rejection::StdioRefused => "stdio_refused",
+            Rejection::OverLimit => "over_limit",
+            Rejection::OwnAddress => "own_address",
         }
     }
 }
 
-/// One entry left out, with every problem it has.
+/// Entries left out for one reason: one, with every problem it has, or
+/// (past the limit) all the rest, with one error that counts them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rejected {
     /// Why.
     pub reason: Rejection,
+    /// How many entries.
+    pub count: usize,
     /// Each problem, with its position in the source.
     pub errors: Vec<ConfigError>,
 }

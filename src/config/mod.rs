@@ -5,12 +5,13 @@
 //! `file:line:column`. Nothing here starts tasks or touches the network.
 
 mod discovery;
-mod locate;
+mod positions;
 mod raw;
 mod validate;
 
 pub use discovery::{
-    Entries, EntrySource, FileSd, HttpSd, Rejected, Rejection, SdTls, Trust, parse_entries,
+    Entries, EntrySource, FileSd, Format, HttpSd, MAX_SERVERS, Rejected, Rejection, SdTls, Trust,
+    parse_entries,
 };
 
 use std::collections::BTreeMap;
@@ -39,6 +40,25 @@ const MODERN_VERSIONS: &[&str] = &[MODERN_VERSION];
 /// membership, never by comparing strings: a server may say anything.
 pub fn is_modern(version: &str) -> bool {
     MODERN_VERSIONS.contains(&version)
+}
+
+/// At most `max` bytes of `s`, cut on a char boundary, with control
+/// characters (newlines, ESC) replaced: text from outside (a server, a
+/// discovery source) may reach logs and terminals, and is defused where it
+/// comes in.
+pub fn defuse(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out: String = s[..end]
+        .chars()
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect();
+    if end < s.len() {
+        out.push('…');
+    }
+    out
 }
 
 /// A duration written as `250ms`, `5s`, `2m`.

@@ -30,6 +30,7 @@ pub(super) struct FileSdFile {
     pub(super) refresh_interval: Option<Dur>,
     #[serde(default)]
     pub(super) labels: BTreeMap<String, String>,
+    pub(super) max_servers: Option<usize>,
 }
 
 /// One `http_sd_configs` entry, as Prometheus writes it.
@@ -48,6 +49,7 @@ pub(super) struct HttpSdFile {
     /// The endpoint's entries may start processes (`transport: stdio`).
     #[serde(default)]
     pub(super) allow_stdio: bool,
+    pub(super) max_servers: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::discovery::{FILE_SD_REFRESH, HTTP_SD_REFRESH};
-use super::locate::{Seg, locate};
+use super::positions::{Positions, Seg, check_aliases};
 use super::raw::{FileDoc, FileSdFile, HttpSdFile, ServerFile, TransportKind};
 use super::*;
 
@@ -16,6 +16,14 @@ pub(super) fn parse(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigErrors> {
     let mut v = Validator::new(path, text, env, Trust::Local);
+    if let Err(e) = check_aliases(text) {
+        return Err(ConfigErrors(vec![ConfigError {
+            file: path.to_owned(),
+            line: e.line,
+            column: e.column,
+            message: e.message,
+        }]));
+    }
     let mut config = match yaml_serde::from_str::<FileDoc>(text) {
         Ok(doc) => v.check(Doc {
             global: doc.global,
@@ -92,71 +100,117 @@ pub(super) fn parse_entries(
     source: &super::EntrySource,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<super::Entries, ConfigError> {
-    let whole = |line, column, message: String| ConfigError {
+    let whole = |line, column, message: &str| ConfigError {
         file: origin.to_owned(),
         line,
         column,
-        message,
+        message: defuse(message, 500),
     };
-    let list = match yaml_serde::from_str::<yaml_serde::Value>(text) {
-        Ok(yaml_serde::Value::Sequence(list)) => list,
-        Ok(yaml_serde::Value::Null) => Vec::new(),
-        Ok(_) => {
-            return Err(whole(1, 1, "expected a list of server entries".to_owned()));
-        }
-        Err(e) => {
-            let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
-            return Err(whole(line, column, strip_position(&e.to_string())));
+    let list: Vec<Entry> = match source.format {
+        super::Format::Json => match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(serde_json::Value::Array(list)) => list.into_iter().map(Entry::Json).collect(),
+            Ok(_) => return Err(whole(1, 1, "expected a JSON list of server entries")),
+            Err(e) => {
+                return Err(whole(e.line(), e.column(), &format!("not JSON: {e}")));
+            }
+        },
+        super::Format::Yaml => {
+            // Aliases are counted before any value is built.
+            if let Err(e) = check_aliases(text) {
+                return Err(whole(e.line, e.column, &e.message));
+            }
+            match yaml_serde::from_str::<yaml_serde::Value>(text) {
+                Ok(yaml_serde::Value::Sequence(list)) => {
+                    list.into_iter().map(Entry::Yaml).collect()
+                }
+                Ok(yaml_serde::Value::Null) => Vec::new(),
+                Ok(_) => return Err(whole(1, 1, "expected a list of server entries")),
+                Err(e) => {
+                    let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
+                    return Err(whole(line, column, &strip_position(&e.to_string())));
+                }
+            }
         }
     };
     let mut v = Validator::new(origin, text, env, source.trust);
     v.base = source.base.to_owned();
     let mut out = super::Entries::default();
     let mut seen = HashSet::new();
+    let total = list.len();
     for (i, entry) in list.into_iter().enumerate() {
-        let at = [Seg::Index(i)];
-        let mut found = Vec::new();
-        let Some(mut s) = v.part::<ServerFile>(entry, &at, &format!("[{i}]"), &mut found) else {
-            out.rejected.push(super::Rejected {
-                reason: super::Rejection::Invalid,
-                errors: found,
-            });
-            continue;
-        };
-        if source.trust == (Trust::Remote { allow_stdio: false })
-            && matches!(s.transport, TransportKind::Stdio)
-        {
+        if i == source.max_servers {
             let e = v.at(
-                &[Seg::Index(i), Seg::key("transport")],
+                &[Seg::Index(i)],
                 format!(
-                    "server {:?}: an http_sd entry may not start a process (transport: stdio); \
-                     set allow_stdio: true on this http_sd config to allow it",
-                    s.id
+                    "{} of {total} entries left out: this source may add at most {} servers (max_servers)",
+                    total - i,
+                    source.max_servers
                 ),
             );
             out.rejected.push(super::Rejected {
-                reason: super::Rejection::StdioRefused,
+                reason: super::Rejection::OverLimit,
+                count: total - i,
                 errors: vec![e],
             });
-            continue;
+            break;
         }
-        for (k, value) in source.labels {
-            s.labels.entry(k.clone()).or_insert_with(|| value.clone());
-        }
-        let spec = v.check_server(s, global, &at, &mut seen);
-        let errors = std::mem::take(&mut v.errors);
-        match spec {
-            Some(spec) if errors.is_empty() => out
-                .servers
-                .push((spec, format!("{} [{i}]", origin.display()))),
-            _ => out.rejected.push(super::Rejected {
-                reason: super::Rejection::Invalid,
-                errors,
-            }),
+        if let Some(rejected) = v.entry(entry, i, global, source, &mut seen, &mut out.servers) {
+            out.rejected.push(rejected);
         }
     }
     out.warnings = v.warnings;
+    // What a source wrote is shown in logs and on terminals: no control
+    // characters, bounded, whatever key or value it chose.
+    for e in out
+        .rejected
+        .iter_mut()
+        .flat_map(|r| r.errors.iter_mut())
+        .chain(out.warnings.iter_mut())
+    {
+        e.message = defuse(&e.message, 500);
+    }
     Ok(out)
+}
+
+/// One entry of a discovery document, as its format parsed it.
+enum Entry {
+    Yaml(yaml_serde::Value),
+    Json(serde_json::Value),
+}
+
+/// Whether `url` reaches one of `own` (mcpmon's listen addresses): the same
+/// port on a loopback or matching address, or on any address when mcpmon
+/// listens on all of them. Names other than `localhost` are not resolved.
+fn aims_at(url: &reqwest::Url, own: &[std::net::SocketAddr]) -> bool {
+    let Some(port) = url.port_or_known_default() else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let ip = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => Some(ip),
+        Err(_) => {
+            let d = host.trim_end_matches('.').to_ascii_lowercase();
+            if d != "localhost" && !d.ends_with(".localhost") {
+                return false;
+            }
+            None
+        }
+    };
+    own.iter().any(|a| {
+        a.port() == port
+            && match ip {
+                None => true,
+                Some(ip) => {
+                    ip.is_loopback()
+                        || ip.is_unspecified()
+                        || ip == a.ip()
+                        || a.ip().is_unspecified()
+                }
+            }
+    })
 }
 
 pub(super) struct Validator<'a> {
@@ -169,6 +223,8 @@ pub(super) struct Validator<'a> {
     env: &'a dyn Fn(&str) -> Option<String>,
     /// Who wrote the text.
     trust: Trust,
+    /// Where each node of `text` is, indexed at the first error.
+    positions: std::cell::OnceCell<Option<Positions>>,
     errors: Vec<ConfigError>,
     warnings: Vec<ConfigError>,
 }
@@ -187,8 +243,75 @@ impl<'a> Validator<'a> {
             text,
             env,
             trust,
+            positions: std::cell::OnceCell::new(),
             errors: Vec::new(),
             warnings: Vec::new(),
+        }
+    }
+
+    /// Check one discovered entry and keep it in `servers`; or why not.
+    fn entry(
+        &mut self,
+        entry: Entry,
+        i: usize,
+        global: &TunablesFile,
+        source: &super::EntrySource,
+        seen: &mut HashSet<String>,
+        servers: &mut Vec<(ServerSpec, String)>,
+    ) -> Option<super::Rejected> {
+        let at = [Seg::Index(i)];
+        let rejected = |reason, errors| {
+            Some(super::Rejected {
+                reason,
+                count: 1,
+                errors,
+            })
+        };
+        let mut found = Vec::new();
+        let name = format!("[{i}]");
+        let parsed = match entry {
+            Entry::Yaml(value) => self.part::<ServerFile, _>(value, &at, &name, &mut found),
+            Entry::Json(value) => self.part::<ServerFile, _>(value, &at, &name, &mut found),
+        };
+        let Some(mut s) = parsed else {
+            return rejected(super::Rejection::Invalid, found);
+        };
+        if source.trust == (Trust::Remote { allow_stdio: false })
+            && matches!(s.transport, TransportKind::Stdio)
+        {
+            let e = self.at(
+                &[Seg::Index(i), Seg::key("transport")],
+                format!(
+                    "server {:?}: an http_sd entry may not start a process (transport: stdio); \
+                     set allow_stdio: true on this http_sd config to allow it",
+                    s.id
+                ),
+            );
+            return rejected(super::Rejection::StdioRefused, vec![e]);
+        }
+        if let Some(url) = s.url.as_deref().and_then(|u| reqwest::Url::parse(u).ok())
+            && aims_at(&url, source.own_addresses)
+        {
+            let e = self.at(
+                &[Seg::Index(i), Seg::key("url")],
+                format!(
+                    "server {:?}: its url points at mcpmon's own listen address",
+                    s.id
+                ),
+            );
+            return rejected(super::Rejection::OwnAddress, vec![e]);
+        }
+        for (k, value) in source.labels {
+            s.labels.entry(k.clone()).or_insert_with(|| value.clone());
+        }
+        let spec = self.check_server(s, global, &at, seen);
+        let errors = std::mem::take(&mut self.errors);
+        match spec {
+            Some(spec) if errors.is_empty() => {
+                servers.push((spec, format!("{} [{i}]", self.path.display())));
+                None
+            }
+            _ => rejected(super::Rejection::Invalid, errors),
         }
     }
 
@@ -206,7 +329,12 @@ impl<'a> Validator<'a> {
     }
 
     fn at(&self, at: &[Seg], message: String) -> ConfigError {
-        let (line, column) = locate(self.text, at).unwrap_or((0, 0));
+        let (line, column) = self
+            .positions
+            .get_or_init(|| Positions::of(self.text))
+            .as_ref()
+            .and_then(|p| p.find(at))
+            .unwrap_or((0, 0));
         ConfigError {
             file: self.path.to_owned(),
             line,
@@ -286,13 +414,16 @@ impl<'a> Validator<'a> {
     }
 
     /// One part of the document, or its error (prefixed with `name`).
-    fn part<T: serde::de::DeserializeOwned>(
+    fn part<T: serde::de::DeserializeOwned, D>(
         &self,
-        value: yaml_serde::Value,
+        value: D,
         at: &[Seg],
         name: &str,
         found: &mut Vec<ConfigError>,
-    ) -> Option<T> {
+    ) -> Option<T>
+    where
+        D: for<'de> serde::Deserializer<'de>,
+    {
         match serde_path_to_error::deserialize::<_, T>(value) {
             Ok(t) => Some(t),
             Err(e) => {
@@ -430,6 +561,7 @@ impl<'a> Validator<'a> {
             files,
             refresh_interval,
             labels: f.labels,
+            max_servers: f.max_servers.unwrap_or(super::discovery::MAX_SERVERS),
         })
     }
 
@@ -493,6 +625,7 @@ impl<'a> Validator<'a> {
             tls,
             labels: h.labels,
             allow_stdio: h.allow_stdio,
+            max_servers: h.max_servers.unwrap_or(super::discovery::MAX_SERVERS),
         })
     }
 
@@ -540,7 +673,10 @@ impl<'a> Validator<'a> {
             }
         };
         self.check_tunables(&own, at);
-        let settings = Settings::resolve(global, &own);
+        let mut settings = Settings::resolve(global, &own);
+        if matches!(self.trust, Trust::Remote { .. }) {
+            self.raise_to_floors(&mut settings, at, &s.id);
+        }
         // Contradictions may come from mixing global and per-server values,
         // so the resolved timers are checked against the server's own keys.
         let written = written_keys(&own);
@@ -551,6 +687,18 @@ impl<'a> Validator<'a> {
         for (i, tp) in s.tool_probes.into_iter().enumerate() {
             let mut p = field("tool_probes");
             p.push(Seg::Index(i));
+            let mut interval = tp.interval.0;
+            if matches!(self.trust, Trust::Remote { .. }) && interval < REMOTE_TOOL_INTERVAL {
+                interval = REMOTE_TOOL_INTERVAL;
+                self.warn(
+                    &p,
+                    format!(
+                        "tool probe {:?}: interval raised to {}, the least an http_sd entry may set",
+                        tp.tool,
+                        humantime::format_duration(interval)
+                    ),
+                );
+            }
             let request_timeout = tp.request_timeout.unwrap_or(settings.request_timeout).0;
             let max_request_timeout = tp
                 .max_request_timeout
@@ -576,21 +724,21 @@ impl<'a> Validator<'a> {
                     ),
                 );
             }
-            if max_request_timeout > tp.interval.0 {
+            if max_request_timeout > interval {
                 self.warn(
                     &p,
                     format!(
                         "tool probe {:?}: max_request_timeout ({}) is longer than its interval ({}); overdue calls will be skipped",
                         tp.tool,
                         humantime::format_duration(max_request_timeout),
-                        humantime::format_duration(tp.interval.0)
+                        humantime::format_duration(interval)
                     ),
                 );
             }
             tool_probes.push(ToolProbe {
                 tool: tp.tool,
                 arguments: tp.arguments,
-                interval: tp.interval.0,
+                interval,
                 request_timeout,
                 max_request_timeout,
             });
@@ -810,6 +958,59 @@ impl<'a> Validator<'a> {
         }
         labels.sort_by(|a, b| a.exported.cmp(&b.exported));
         labels
+    }
+
+    /// Raise what an untrusted (http_sd) entry set below the least it may
+    /// set: a remote source chooses how hard mcpmon works for its servers,
+    /// and must not choose a tight loop (200 entries with a 1 ms backoff
+    /// made 6 000 reconnects a second).
+    fn raise_to_floors(&mut self, s: &mut Settings, at: &[Seg], id: &str) {
+        let ms = Duration::from_millis;
+        let floors: [(&str, &mut Dur, Duration); 11] = [
+            ("ping_interval", &mut s.ping_interval, ms(1000)),
+            ("ping_timeout", &mut s.ping_timeout, ms(100)),
+            ("connect_timeout", &mut s.connect_timeout, ms(1000)),
+            ("request_timeout", &mut s.request_timeout, ms(1000)),
+            ("max_request_timeout", &mut s.max_request_timeout, ms(1000)),
+            (
+                "health_check_interval",
+                &mut s.health_check_interval,
+                ms(1000),
+            ),
+            ("health_check_timeout", &mut s.health_check_timeout, ms(100)),
+            ("tools_interval", &mut s.tools_interval, ms(10_000)),
+            ("stuck_after", &mut s.stuck_after, ms(5000)),
+            ("backoff_initial", &mut s.backoff_initial, ms(1000)),
+            (
+                "backoff_reset_after",
+                &mut s.backoff_reset_after,
+                ms(10_000),
+            ),
+        ];
+        let mut raised = Vec::new();
+        for (name, value, floor) in floors {
+            if value.0 < floor {
+                value.0 = floor;
+                raised.push((name, floor));
+            }
+        }
+        s.backoff_max.0 = s.backoff_max.0.max(s.backoff_initial.0);
+        if s.health_check_max_fields > REMOTE_MAX_FIELDS {
+            s.health_check_max_fields = REMOTE_MAX_FIELDS;
+            self.warn(
+                &[at, &[Seg::key("health_check_max_fields")]].concat(),
+                format!("server {id:?}: health_check_max_fields lowered to {REMOTE_MAX_FIELDS}, the most an http_sd entry may set"),
+            );
+        }
+        for (name, floor) in raised {
+            self.warn(
+                &[at, &[Seg::key(name)]].concat(),
+                format!(
+                    "server {id:?}: {name} raised to {}, the least an http_sd entry may set",
+                    humantime::format_duration(floor)
+                ),
+            );
+        }
     }
 
     /// Range and consistency checks on tunables written at `at`.
@@ -1081,6 +1282,11 @@ impl<'a> Validator<'a> {
         out
     }
 }
+
+/// Least interval of a tool probe an http_sd entry may set.
+const REMOTE_TOOL_INTERVAL: Duration = Duration::from_secs(10);
+/// Most health_check fields an http_sd entry may export.
+const REMOTE_MAX_FIELDS: usize = 16;
 
 /// Names of the timer keys written in one block.
 pub(super) fn written_keys(t: &TunablesFile) -> Vec<&'static str> {

@@ -1,5 +1,7 @@
 //! A `file_sd_configs` source: reads every file its patterns match, when
-//! the files' directories change (inotify) and every `refresh_interval`.
+//! the files' directories change (inotify: creations, writes, renames,
+//! removals; never the reads, its own included) and every
+//! `refresh_interval`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,7 +11,7 @@ use notify::Watcher;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::{Document, MAX_DOCUMENT, Update};
+use super::{Checker, Document, MAX_DOCUMENT, Update};
 use crate::config::FileSd;
 
 /// A burst of events (an editor's save, a ConfigMap's symlink swap) is
@@ -21,7 +23,13 @@ const SETTLE_AT_MOST: Duration = Duration::from_secs(2);
 
 /// Read the files now, and again on every change and every interval,
 /// until cancelled.
-pub(super) async fn run(id: u64, sd: FileSd, tx: mpsc::Sender<Update>, cancel: CancellationToken) {
+pub(super) async fn run(
+    id: u64,
+    sd: FileSd,
+    mut checker: Checker,
+    tx: mpsc::Sender<Update>,
+    cancel: CancellationToken,
+) {
     let changed = Arc::new(Notify::new());
     // Dropped (and the watch removed) when the task ends.
     let _watcher = watch(&sd.files, changed.clone());
@@ -34,12 +42,14 @@ pub(super) async fn run(id: u64, sd: FileSd, tx: mpsc::Sender<Update>, cancel: C
                 text: Err(format!("reading the files failed: {e}")),
             }],
         };
-        if !super::report(&tx, id, documents).await {
+        let checked = checker.check(documents).await;
+        if !super::report(&tx, id, checked).await {
             return;
         }
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(sd.refresh_interval) => {}
+            _ = checker.global_changed() => {}
             _ = changed.notified() => {
                 if !settle(&changed, &cancel).await {
                     return;
@@ -70,7 +80,9 @@ async fn settle(changed: &Notify, cancel: &CancellationToken) -> bool {
 fn watch(patterns: &[PathBuf], changed: Arc<Notify>) -> Option<notify::RecommendedWatcher> {
     let mut watcher = match notify::recommended_watcher(
         move |event: notify::Result<notify::Event>| {
-            if event.is_ok() {
+            // Reading a file is an event too: waking on those, mcpmon's
+            // own reads among them, read an unchanged file in a loop.
+            if event.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_))) {
                 changed.notify_one();
             }
         },

@@ -7,14 +7,20 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Document, MAX_DOCUMENT, Update};
+use super::{Checker, Document, MAX_DOCUMENT, Update};
 use crate::config::HttpSd;
 
 /// No request outlives this, however long the interval.
 const MAX_REQUEST: Duration = Duration::from_secs(30);
 
 /// Ask now and every interval until cancelled.
-pub(super) async fn run(id: u64, sd: HttpSd, tx: mpsc::Sender<Update>, cancel: CancellationToken) {
+pub(super) async fn run(
+    id: u64,
+    sd: HttpSd,
+    mut checker: Checker,
+    tx: mpsc::Sender<Update>,
+    cancel: CancellationToken,
+) {
     let origin = PathBuf::from(shown_url(&sd.url));
     let client = client(&sd);
     loop {
@@ -33,12 +39,14 @@ pub(super) async fn run(id: u64, sd: HttpSd, tx: mpsc::Sender<Update>, cancel: C
             origin: origin.clone(),
             text,
         }];
-        if !super::report(&tx, id, documents).await {
+        let checked = checker.check(documents).await;
+        if !super::report(&tx, id, checked).await {
             return;
         }
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(sd.refresh_interval) => {}
+            _ = checker.global_changed() => {}
         }
     }
 }

@@ -2,9 +2,11 @@
 //! main file's and cut down to this replica's shard.
 //!
 //! Each source is one task ([`Discovery`]) that reads its files or asks its
-//! endpoint and sends what it read, as text, to the main loop. The main loop
-//! keeps the last good text and entries of every document ([`Discovered`]),
-//! validates a document again only when its text (or `global:`) changed, and
+//! endpoint, validates what changed on a blocking thread ([`Checker`]), and
+//! sends the result to the main loop. A document is untrusted input and may
+//! be 16 MiB of bad entries: its validation must never hold up signals,
+//! reloads or other sources, so none of it runs on the main loop. The main
+//! loop keeps the last good entries of every document ([`Discovered`]), and
 //! [`Discovered::resolve`] turns everything into the one server list the
 //! supervisors reconcile against, exactly as a reload does.
 
@@ -13,14 +15,16 @@ mod http;
 pub mod shard;
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{
-    Config, ConfigError, Entries, EntrySource, FileSd, HttpSd, Rejection, ServerSpec, Trust,
-    TunablesFile,
+    Config, ConfigError, Entries, EntrySource, FileSd, Format, HttpSd, Rejection, ServerSpec,
+    Trust, TunablesFile,
 };
 pub use shard::{Shard, ShardError};
 
@@ -64,19 +68,25 @@ impl Source {
         }
     }
 
-    fn entry_source<'a>(&'a self, base: &'a Path) -> EntrySource<'a> {
+    fn entry_source<'a>(&'a self, base: &'a Path, own: &'a [SocketAddr]) -> EntrySource<'a> {
         match self {
             Source::File(f) => EntrySource {
                 trust: Trust::Local,
+                format: Format::Yaml,
                 labels: &f.labels,
                 base,
+                max_servers: f.max_servers,
+                own_addresses: own,
             },
             Source::Http(h) => EntrySource {
                 trust: Trust::Remote {
                     allow_stdio: h.allow_stdio,
                 },
+                format: Format::Json,
                 labels: &h.labels,
                 base,
+                max_servers: h.max_servers,
+                own_addresses: own,
             },
         }
     }
@@ -104,20 +114,183 @@ pub struct Document {
     pub text: Result<String, String>,
 }
 
-/// What one source read at one refresh: every document it has now (a file
+/// One document as the main loop receives it.
+#[derive(Debug)]
+pub enum Checked {
+    /// Read and validated: its entries, or why the document is unusable
+    /// (the source then keeps its last good list).
+    Fresh(PathBuf, Result<Entries, ConfigError>),
+    /// The same text as last time, already validated.
+    Same(PathBuf),
+}
+
+impl Checked {
+    fn origin(&self) -> &Path {
+        match self {
+            Checked::Fresh(o, _) | Checked::Same(o) => o,
+        }
+    }
+}
+
+/// What one source has at one refresh: every document it has now (a file
 /// source's files that no longer match are simply absent).
 #[derive(Debug)]
 pub struct Update {
     /// Which source ([`Discovery::apply`] numbers them).
     pub source: u64,
-    /// What it read.
-    pub documents: Vec<Document>,
+    /// Its documents.
+    pub documents: Vec<Checked>,
 }
 
-/// Hand what a source read to the main loop; false once nobody listens
+/// Hand what a source has to the main loop; false once nobody listens
 /// (shutdown).
-async fn report(tx: &mpsc::Sender<Update>, source: u64, documents: Vec<Document>) -> bool {
+async fn report(tx: &mpsc::Sender<Update>, source: u64, documents: Vec<Checked>) -> bool {
     tx.send(Update { source, documents }).await.is_ok()
+}
+
+/// What a source task validates its documents against, and what it
+/// already validated.
+pub struct Checker {
+    source: Source,
+    base: PathBuf,
+    own: Arc<[SocketAddr]>,
+    env: fn(&str) -> Option<String>,
+    global: watch::Receiver<Arc<TunablesFile>>,
+    /// A fingerprint of each document's last text.
+    seen: HashMap<PathBuf, u64>,
+}
+
+impl Checker {
+    /// Validate what changed since the last call (everything, after a
+    /// change of `global:`), off the runtime's workers.
+    pub async fn check(&mut self, documents: Vec<Document>) -> Vec<Checked> {
+        if self.global.has_changed().unwrap_or(false) {
+            self.global.mark_unchanged();
+            self.seen.clear();
+        }
+        let mut out = Vec::with_capacity(documents.len());
+        let mut todo = Vec::new();
+        for doc in documents {
+            let fingerprint = doc.text.as_ref().ok().map(|t| fingerprint(t.as_bytes()));
+            if fingerprint.is_some() && self.seen.get(&doc.origin) == fingerprint.as_ref() {
+                out.push(Checked::Same(doc.origin));
+                continue;
+            }
+            match fingerprint {
+                Some(f) => {
+                    self.seen.insert(doc.origin.clone(), f);
+                }
+                None => {
+                    self.seen.remove(&doc.origin);
+                }
+            }
+            todo.push(doc);
+        }
+        self.seen.retain(|origin, _| {
+            out.iter().any(|c| c.origin() == origin) || todo.iter().any(|d| &d.origin == origin)
+        });
+        if todo.is_empty() {
+            return out;
+        }
+        let (source, base, own, env) = (
+            self.source.clone(),
+            self.base.clone(),
+            self.own.clone(),
+            self.env,
+        );
+        let global = self.global.borrow().clone();
+        let checked = tokio::task::spawn_blocking(move || {
+            todo.into_iter()
+                .map(|doc| {
+                    let parsed = validate(&doc, &source, &global, &base, &own, &env);
+                    Checked::Fresh(doc.origin, parsed)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+        match checked {
+            Ok(fresh) => out.extend(fresh),
+            Err(e) => tracing::error!(error = %e, "discovery: validation failed"),
+        }
+        out
+    }
+
+    /// Resolves when `global:` changes (the documents must be validated
+    /// again); never, once the main loop is gone.
+    pub async fn global_changed(&mut self) {
+        if self.global.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// A cheap fingerprint of a document's text.
+fn fingerprint(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+/// Validate one document of `source`: its entries, or why it is unusable.
+fn validate(
+    doc: &Document,
+    source: &Source,
+    global: &TunablesFile,
+    base: &Path,
+    own: &[SocketAddr],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Entries, ConfigError> {
+    let text = doc.text.as_ref().map_err(|e| ConfigError {
+        file: doc.origin.clone(),
+        line: 0,
+        column: 0,
+        message: e.clone(),
+    })?;
+    // Relative paths in a file are read from that file's directory.
+    let base = match source {
+        Source::File(_) => doc.origin.parent().unwrap_or(base),
+        Source::Http(_) => base,
+    };
+    crate::config::parse_entries(
+        &doc.origin,
+        text,
+        global,
+        &source.entry_source(base, own),
+        env,
+    )
+}
+
+/// Every file_sd document of `config`, read and validated as the running
+/// service would (for `check-config`): what each source would add, and
+/// every problem found.
+pub fn check_files(config: &Config) -> (Resolved, Vec<Report>) {
+    let env = |name: &str| std::env::var(name).ok();
+    let base = config.path.parent().unwrap_or(Path::new("."));
+    let mut found = Discovered::default();
+    let mut reports = Vec::new();
+    let sources: Vec<(u64, Source)> = sources(config)
+        .into_iter()
+        .filter(|s| matches!(s, Source::File(_)))
+        .zip(0..)
+        .map(|(s, i)| (i, s))
+        .collect();
+    found.set_sources(sources.clone());
+    for (id, source) in sources {
+        let Source::File(sd) = &source else { continue };
+        let documents = read_files(&sd.files)
+            .into_iter()
+            .map(|doc| {
+                let parsed = validate(&doc, &source, &config.global, base, &[], &env);
+                Checked::Fresh(doc.origin, parsed)
+            })
+            .collect();
+        reports.push(found.update(Update {
+            source: id,
+            documents,
+        }));
+    }
+    (found.resolve(config, Shard::default()), reports)
 }
 
 /// The running source tasks.
@@ -126,23 +299,46 @@ pub struct Discovery {
     next: u64,
     tx: mpsc::Sender<Update>,
     cancel: CancellationToken,
+    /// The main file's `global:`, which every entry is resolved against.
+    global: watch::Sender<Arc<TunablesFile>>,
+    base: PathBuf,
+    own: Arc<[SocketAddr]>,
 }
 
 impl Discovery {
-    /// No sources yet; updates go to `tx`.
-    pub fn new(tx: mpsc::Sender<Update>, cancel: CancellationToken) -> Discovery {
+    /// No sources yet; updates go to `tx`. Relative paths of discovered
+    /// entries are read from `base`; entries aimed at `own` (mcpmon's
+    /// listen addresses) are refused.
+    pub fn new(
+        tx: mpsc::Sender<Update>,
+        cancel: CancellationToken,
+        base: PathBuf,
+        own: Vec<SocketAddr>,
+    ) -> Discovery {
         Discovery {
             running: Vec::new(),
             next: 0,
             tx,
             cancel,
+            global: watch::Sender::new(Arc::default()),
+            base,
+            own: own.into(),
         }
     }
 
-    /// Run exactly `wanted`: a source configured as before keeps its task
-    /// (and its number, so its last list stays), others start or stop.
-    /// Returns the sources with their numbers, in `wanted`'s order.
-    pub fn apply(&mut self, wanted: &[Source]) -> Vec<(u64, Source)> {
+    /// Run exactly `wanted`, resolving entries against `global`: a source
+    /// configured as before keeps its task (and its number, so its last
+    /// list stays), others start or stop. A changed `global` makes every
+    /// task validate its documents again. Returns the sources with their
+    /// numbers, in `wanted`'s order.
+    pub fn apply(&mut self, wanted: &[Source], global: &TunablesFile) -> Vec<(u64, Source)> {
+        self.global.send_if_modified(|g| {
+            let changed = **g != *global;
+            if changed {
+                *g = Arc::new(global.clone());
+            }
+            changed
+        });
         let mut old = std::mem::take(&mut self.running);
         for source in wanted {
             if let Some(i) = old.iter().position(|(_, s, _)| s == source) {
@@ -153,12 +349,22 @@ impl Discovery {
             self.next += 1;
             let cancel = self.cancel.child_token();
             let tx = self.tx.clone();
+            let mut global = self.global.subscribe();
+            global.mark_unchanged();
+            let checker = Checker {
+                source: source.clone(),
+                base: self.base.clone(),
+                own: self.own.clone(),
+                env: |name| std::env::var(name).ok(),
+                global,
+                seen: HashMap::new(),
+            };
             match source.clone() {
                 Source::File(f) => {
-                    tokio::spawn(file::run(id, f, tx, cancel.clone()));
+                    tokio::spawn(file::run(id, f, checker, tx, cancel.clone()));
                 }
                 Source::Http(h) => {
-                    tokio::spawn(http::run(id, h, tx, cancel.clone()));
+                    tokio::spawn(http::run(id, h, checker, tx, cancel.clone()));
                 }
             }
             self.running.push((id, source.clone(), cancel));
@@ -173,17 +379,11 @@ impl Discovery {
     }
 }
 
-/// A document's last good text and what it validated to.
-struct Parsed {
-    text: String,
-    entries: Entries,
-}
-
 /// What the main loop knows of every source.
 #[derive(Default)]
 pub struct Discovered {
-    /// In settling order, each with its documents by origin.
-    sources: Vec<(u64, Source, BTreeMap<PathBuf, Parsed>)>,
+    /// In settling order, each with the last good entries of its documents.
+    sources: Vec<(u64, Source, BTreeMap<PathBuf, Entries>)>,
 }
 
 /// What one update found worth telling.
@@ -191,8 +391,8 @@ pub struct Discovered {
 pub struct Report {
     /// Documents that could not be read or were not a list of entries.
     pub failures: Vec<(Mechanism, ConfigError)>,
-    /// Entries left out, each with its problems.
-    pub rejected: Vec<(Mechanism, Rejection, Vec<ConfigError>)>,
+    /// Entries left out: how many, why, and their problems.
+    pub rejected: Vec<(Mechanism, Rejection, usize, Vec<ConfigError>)>,
     /// Risky but valid settings in new entries.
     pub warnings: Vec<ConfigError>,
     /// Whether any source's list changed.
@@ -212,49 +412,22 @@ pub struct Resolved {
 }
 
 impl Discovered {
-    /// Take the sources [`Discovery::apply`] runs. Known ones keep their
-    /// documents; all are validated again when `global:` changed.
-    pub fn set_sources(
-        &mut self,
-        sources: Vec<(u64, Source)>,
-        global: &TunablesFile,
-        global_changed: bool,
-        base: &Path,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Report {
-        let mut old: HashMap<u64, BTreeMap<PathBuf, Parsed>> = std::mem::take(&mut self.sources)
+    /// Take the sources [`Discovery::apply`] runs, in settling order. Known
+    /// ones keep their documents' entries.
+    pub fn set_sources(&mut self, sources: Vec<(u64, Source)>) {
+        let mut old: HashMap<u64, BTreeMap<PathBuf, Entries>> = std::mem::take(&mut self.sources)
             .into_iter()
             .map(|(id, _, docs)| (id, docs))
             .collect();
-        let mut report = Report::default();
         for (id, source) in sources {
-            let mut docs = old.remove(&id).unwrap_or_default();
-            if global_changed {
-                for (origin, parsed) in docs.iter_mut() {
-                    let doc = Document {
-                        origin: origin.clone(),
-                        text: Ok(parsed.text.clone()),
-                    };
-                    if let Some(p) = parse(&doc, &source, global, base, env, &mut report) {
-                        *parsed = p;
-                    }
-                }
-            }
+            let docs = old.remove(&id).unwrap_or_default();
             self.sources.push((id, source, docs));
         }
-        report.changed = true;
-        report
     }
 
-    /// Take one source's refresh: validate what changed, keep the last good
-    /// list of a document that failed.
-    pub fn update(
-        &mut self,
-        update: Update,
-        global: &TunablesFile,
-        base: &Path,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Report {
+    /// Take one source's refresh: keep what validated, keep the last good
+    /// entries of a document that failed.
+    pub fn update(&mut self, update: Update) -> Report {
         let mut report = Report::default();
         let Some((_, source, docs)) = self
             .sources
@@ -264,19 +437,28 @@ impl Discovered {
             // A source stopped since it sent this.
             return report;
         };
-        let present: Vec<PathBuf> = update.documents.iter().map(|d| d.origin.clone()).collect();
+        let mechanism = source.mechanism();
         let before = docs.len();
-        docs.retain(|origin, _| present.contains(origin));
+        docs.retain(|origin, _| update.documents.iter().any(|d| d.origin() == origin));
         report.changed |= docs.len() != before;
         for doc in update.documents {
-            if let (Some(old), Ok(text)) = (docs.get(&doc.origin), &doc.text)
-                && old.text == *text
-            {
+            let Checked::Fresh(origin, parsed) = doc else {
                 continue;
-            }
-            if let Some(parsed) = parse(&doc, source, global, base, env, &mut report) {
-                docs.insert(doc.origin, parsed);
-                report.changed = true;
+            };
+            match parsed {
+                Ok(entries) => {
+                    for r in &entries.rejected {
+                        report
+                            .rejected
+                            .push((mechanism, r.reason, r.count, r.errors.clone()));
+                    }
+                    report.warnings.extend(entries.warnings.iter().cloned());
+                    if docs.get(&origin) != Some(&entries) {
+                        docs.insert(origin, entries);
+                        report.changed = true;
+                    }
+                }
+                Err(e) => report.failures.push((mechanism, e)),
             }
         }
         report
@@ -296,8 +478,8 @@ impl Discovered {
         for (_, source, docs) in &self.sources {
             let mechanism = source.mechanism();
             out.counts.entry(mechanism).or_default();
-            for parsed in docs.values() {
-                for (spec, origin) in &parsed.entries.servers {
+            for entries in docs.values() {
+                for (spec, origin) in &entries.servers {
                     if let Some(first) = taken.get(spec.id.as_str()) {
                         out.duplicates.push((
                             mechanism,
@@ -320,56 +502,6 @@ impl Discovered {
             .cloned()
             .collect();
         out
-    }
-}
-
-/// Validate one document of `source`; `None` (with the failure reported)
-/// when it is unusable as a whole.
-fn parse(
-    doc: &Document,
-    source: &Source,
-    global: &TunablesFile,
-    base: &Path,
-    env: &dyn Fn(&str) -> Option<String>,
-    report: &mut Report,
-) -> Option<Parsed> {
-    let failure = |message: String| ConfigError {
-        file: doc.origin.clone(),
-        line: 0,
-        column: 0,
-        message,
-    };
-    let text = match &doc.text {
-        Ok(t) => t,
-        Err(e) => {
-            report
-                .failures
-                .push((source.mechanism(), failure(e.clone())));
-            return None;
-        }
-    };
-    // Relative paths in a file are read from that file's directory.
-    let base = match source {
-        Source::File(_) => doc.origin.parent().unwrap_or(base),
-        Source::Http(_) => base,
-    };
-    match crate::config::parse_entries(&doc.origin, text, global, &source.entry_source(base), env) {
-        Ok(entries) => {
-            for r in &entries.rejected {
-                report
-                    .rejected
-                    .push((source.mechanism(), r.reason, r.errors.clone()));
-            }
-            report.warnings.extend(entries.warnings.iter().cloned());
-            Some(Parsed {
-                text: text.clone(),
-                entries,
-            })
-        }
-        Err(e) => {
-            report.failures.push((source.mechanism(), e));
-            None
-        }
     }
 }
 

@@ -36,17 +36,41 @@ fn setup() -> (Config, Discovered, u64, u64) {
         .map(|(i, s)| (i as u64, s))
         .collect();
     let mut d = Discovered::default();
-    d.set_sources(list, &c.global, false, Path::new("/etc/mcpmon"), &|_| None);
+    d.set_sources(list);
     (c, d, 0, 1)
+}
+
+/// Hand `source` `documents`, validated as its task would.
+fn feed_docs(
+    d: &mut Discovered,
+    c: &Config,
+    source: u64,
+    documents: Vec<Document>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Report {
+    let (_, src, _) = d
+        .sources
+        .iter()
+        .find(|(id, ..)| *id == source)
+        .expect("a source");
+    let src = src.clone();
+    let own: Vec<SocketAddr> = vec![
+        "127.0.0.1:9850".parse().unwrap(),
+        "[::]:9851".parse().unwrap(),
+    ];
+    let documents = documents
+        .into_iter()
+        .map(|doc| {
+            let parsed = validate(&doc, &src, &c.global, Path::new("/etc/mcpmon"), &own, env);
+            Checked::Fresh(doc.origin, parsed)
+        })
+        .collect();
+    d.update(Update { source, documents })
 }
 
 /// Hand `source` one document read from `origin`, as its task would.
 fn feed(d: &mut Discovered, c: &Config, source: u64, origin: &str, text: &str) -> Report {
-    let update = Update {
-        source,
-        documents: vec![doc(origin, text)],
-    };
-    d.update(update, &c.global, Path::new("/etc/mcpmon"), &|_| None)
+    feed_docs(d, c, source, vec![doc(origin, text)], &|_| None)
 }
 
 fn ids(r: &Resolved) -> Vec<&str> {
@@ -117,17 +141,15 @@ fn an_http_sd_entry_may_not_start_a_process_or_read_the_environment() {
         {"id":"fine","transport":"http","url":"http://h/${HOME}"}
     ]"#;
     let env = |_: &str| Some("/root".to_owned());
-    let rep = d.update(
-        Update {
-            source: http,
-            documents: vec![doc("http://127.0.0.1:2/sd", body)],
-        },
-        &c.global,
-        Path::new("/etc/mcpmon"),
+    let rep = feed_docs(
+        &mut d,
+        &c,
+        http,
+        vec![doc("http://127.0.0.1:2/sd", body)],
         &env,
     );
     let reasons: Vec<(Mechanism, Rejection)> =
-        rep.rejected.iter().map(|(m, r, _)| (*m, *r)).collect();
+        rep.rejected.iter().map(|(m, r, ..)| (*m, *r)).collect();
     assert_eq!(
         reasons,
         [
@@ -137,7 +159,7 @@ fn an_http_sd_entry_may_not_start_a_process_or_read_the_environment() {
         "{rep:?}"
     );
     assert!(
-        rep.rejected[1].2[0].message.contains("bearer_token_env"),
+        rep.rejected[1].3[0].message.contains("bearer_token_env"),
         "{rep:?}"
     );
     let r = d.resolve(&c, Shard::default());
@@ -156,18 +178,13 @@ fn stdio_from_http_sd_runs_when_the_main_file_allows_it() {
     let c = config("http_sd_configs:\n  - url: http://127.0.0.1:2/sd\n    allow_stdio: true\n");
     let mut d = Discovered::default();
     let list = sources(&c).into_iter().map(|s| (9, s)).collect();
-    d.set_sources(list, &c.global, false, Path::new("/"), &|_| None);
-    let rep = d.update(
-        Update {
-            source: 9,
-            documents: vec![doc(
-                "u",
-                r#"[{"id":"ok","transport":"stdio","command":"/bin/true"}]"#,
-            )],
-        },
-        &c.global,
-        Path::new("/"),
-        &|_| None,
+    d.set_sources(list);
+    let rep = feed(
+        &mut d,
+        &c,
+        9,
+        "u",
+        r#"[{"id":"ok","transport":"stdio","command":"/bin/true"}]"#,
     );
     assert!(rep.rejected.is_empty(), "{rep:?}");
     assert_eq!(ids(&d.resolve(&c, Shard::default())), ["ok"]);
@@ -176,8 +193,6 @@ fn stdio_from_http_sd_runs_when_the_main_file_allows_it() {
 #[test]
 fn a_bad_entry_never_stops_the_rest_and_a_bad_document_keeps_the_last_good_list() {
     let (c, mut d, file, _) = setup();
-    let g = &c.global;
-    let base = Path::new("/etc/mcpmon");
     let rep = feed(
         &mut d,
         &c,
@@ -186,7 +201,7 @@ fn a_bad_entry_never_stops_the_rest_and_a_bad_document_keeps_the_last_good_list(
         "- { id: ok1, transport: http, url: \"http://h/mcp\" }\n- { id: bad, transport: http }\n- { id: bad2, transport: http, url: \"http://h\", ping_intervall: 5s }\n- { id: ok2, transport: http, url: \"http://h/mcp\" }\n",
     );
     assert_eq!(rep.rejected.len(), 2, "{rep:?}");
-    let lines: Vec<usize> = rep.rejected.iter().map(|(_, _, e)| e[0].line).collect();
+    let lines: Vec<usize> = rep.rejected.iter().map(|(.., e)| e[0].line).collect();
     assert_eq!(lines, [2, 3], "each problem names its line: {rep:?}");
     assert_eq!(
         ids(&d.resolve(&c, Shard::default())),
@@ -207,16 +222,14 @@ fn a_bad_entry_never_stops_the_rest_and_a_bad_document_keeps_the_last_good_list(
         ["static-a", "ok1", "ok2"]
     );
     // Unreadable: the same.
-    let rep = d.update(
-        Update {
-            source: file,
-            documents: vec![Document {
-                origin: "/etc/mcpmon/sd/a.yaml".into(),
-                text: Err("cannot read: denied".into()),
-            }],
-        },
-        g,
-        base,
+    let rep = feed_docs(
+        &mut d,
+        &c,
+        file,
+        vec![Document {
+            origin: "/etc/mcpmon/sd/a.yaml".into(),
+            text: Err("cannot read: denied".into()),
+        }],
         &|_| None,
     );
     assert_eq!(rep.failures.len(), 1);
@@ -225,15 +238,7 @@ fn a_bad_entry_never_stops_the_rest_and_a_bad_document_keeps_the_last_good_list(
         ["static-a", "ok1", "ok2"]
     );
     // The file is gone: so are its servers.
-    let rep = d.update(
-        Update {
-            source: file,
-            documents: vec![],
-        },
-        g,
-        base,
-        &|_| None,
-    );
+    let rep = feed_docs(&mut d, &c, file, vec![], &|_| None);
     assert!(rep.changed);
     assert_eq!(ids(&d.resolve(&c, Shard::default())), ["static-a"]);
 }
@@ -306,28 +311,145 @@ fn each_shard_gets_the_servers_hashmod_assigns_it() {
     assert_eq!(all, want);
 }
 
+#[tokio::test]
+async fn a_source_task_validates_only_what_changed_and_everything_when_global_does() {
+    let c = config(MAIN);
+    let file = sources(&c).remove(0);
+    let (global_tx, global) = watch::channel(Arc::new(c.global.clone()));
+    let mut checker = Checker {
+        source: file,
+        base: PathBuf::from("/etc/mcpmon"),
+        own: Arc::new([]),
+        env: |_| None,
+        global,
+        seen: HashMap::new(),
+    };
+    let text = "- { id: f1, transport: http, url: \"http://h/mcp\" }\n";
+    let interval = |checked: &[Checked]| match checked {
+        [Checked::Fresh(_, Ok(e))] => Some(e.servers[0].0.settings.ping_interval.0.as_secs()),
+        _ => None,
+    };
+    let first = checker
+        .check(vec![doc("/etc/mcpmon/sd/a.yaml", text)])
+        .await;
+    assert_eq!(interval(&first), Some(7), "{first:?}");
+    let again = checker
+        .check(vec![doc("/etc/mcpmon/sd/a.yaml", text)])
+        .await;
+    assert!(matches!(again[..], [Checked::Same(_)]), "{again:?}");
+    let c2 = config(&MAIN.replace("7s", "3s"));
+    global_tx.send_replace(Arc::new(c2.global.clone()));
+    let after = checker
+        .check(vec![doc("/etc/mcpmon/sd/a.yaml", text)])
+        .await;
+    assert_eq!(interval(&after), Some(3), "{after:?}");
+}
+
 #[test]
-fn a_changed_global_revalidates_the_kept_documents() {
+fn a_source_adds_at_most_max_servers_and_counts_the_rest() {
+    let c = config("file_sd_configs:\n  - files: [sd/*.yaml]\n    max_servers: 2\n");
+    let mut d = Discovered::default();
+    d.set_sources(sources(&c).into_iter().map(|s| (0, s)).collect());
+    let entries: String = (0..5)
+        .map(|i| format!("- {{ id: s{i}, transport: http, url: \"http://h/{i}\" }}\n"))
+        .collect();
+    let rep = feed(&mut d, &c, 0, "/etc/mcpmon/sd/a.yaml", &entries);
+    assert_eq!(ids(&d.resolve(&c, Shard::default())), ["s0", "s1"]);
+    let [(Mechanism::File, Rejection::OverLimit, 3, errors)] = &rep.rejected[..] else {
+        panic!("{rep:?}");
+    };
+    assert!(errors[0].message.contains("max_servers"), "{errors:?}");
+    assert_eq!(errors[0].line, 3, "{errors:?}");
+}
+
+#[test]
+fn an_entry_aimed_at_mcpmon_itself_is_refused() {
+    let (c, mut d, _, http) = setup();
+    let body = r#"[
+        {"id":"loop","transport":"http","url":"http://127.0.0.1:9850/-/reload"},
+        {"id":"name","transport":"http","url":"http://LOCALHOST:9850/"},
+        {"id":"any","transport":"http","url":"http://10.1.2.3:9851/mcp"},
+        {"id":"v6","transport":"http","url":"http://[::1]:9851/mcp"},
+        {"id":"other-port","transport":"http","url":"http://127.0.0.1:9852/mcp"},
+        {"id":"other-host","transport":"http","url":"http://10.1.2.3:9850/mcp"}
+    ]"#;
+    let rep = feed(&mut d, &c, http, "http://127.0.0.1:2/sd", body);
+    let refused = rep
+        .rejected
+        .iter()
+        .filter(|(_, r, ..)| *r == Rejection::OwnAddress)
+        .count();
+    assert_eq!(refused, 4, "{rep:?}");
+    assert_eq!(
+        ids(&d.resolve(&c, Shard::default())),
+        ["static-a", "other-port", "other-host"]
+    );
+}
+
+#[test]
+fn a_remote_entry_cannot_set_a_tight_loop() {
     let (c, mut d, file, http) = setup();
-    feed(
+    let body = r#"[{"id":"fast","transport":"http","url":"http://h/mcp","backoff_initial":"1ms",
+        "backoff_max":"2ms","ping_interval":"10ms","ping_timeout":"5ms","health_check_max_fields":10000,
+        "tool_probes":[{"tool":"t","interval":"1ms"}]}]"#;
+    let rep = feed(&mut d, &c, http, "http://127.0.0.1:2/sd", body);
+    assert!(rep.rejected.is_empty(), "{rep:?}");
+    let warned = |key: &str| rep.warnings.iter().any(|w| w.message.contains(key));
+    for key in [
+        "backoff_initial",
+        "ping_interval",
+        "ping_timeout",
+        "health_check_max_fields",
+        "tool probe",
+    ] {
+        assert!(warned(key), "no warning about {key}: {:?}", rep.warnings);
+    }
+    let r = d.resolve(&c, Shard::default());
+    let s = &r.servers[1].settings;
+    assert_eq!(s.backoff_initial.0, std::time::Duration::from_secs(1));
+    assert!(s.backoff_max >= s.backoff_initial);
+    assert_eq!(s.ping_interval.0, std::time::Duration::from_secs(1));
+    assert_eq!(s.health_check_max_fields, 16);
+    assert_eq!(
+        r.servers[1].tool_probes[0].interval,
+        std::time::Duration::from_secs(10)
+    );
+    // The same settings from a local file are the operator's choice.
+    let yaml = "- { id: local, transport: http, url: \"http://h/mcp\", backoff_initial: 1ms, backoff_max: 2ms }\n";
+    let rep = feed(&mut d, &c, file, "/etc/mcpmon/sd/a.yaml", yaml);
+    assert!(rep.warnings.is_empty(), "{rep:?}");
+}
+
+#[test]
+fn documents_are_untrusted_input() {
+    let (c, mut d, file, http) = setup();
+    // An endpoint's answer is JSON: YAML (and its aliases) is refused.
+    let rep = feed(
         &mut d,
         &c,
-        file,
-        "/etc/mcpmon/sd/a.yaml",
-        "- { id: f1, transport: http, url: \"http://h/mcp\" }\n",
+        http,
+        "http://127.0.0.1:2/sd",
+        "- &a {id: x}\n- *a\n",
     );
-    let c2 = config(&MAIN.replace("7s", "3s"));
-    let list = sources(&c2)
-        .into_iter()
-        .zip([file, http])
-        .map(|(s, id)| (id, s))
-        .collect();
-    d.set_sources(list, &c2.global, true, Path::new("/etc/mcpmon"), &|_| None);
-    let r = d.resolve(&c2, Shard::default());
-    assert_eq!(ids(&r), ["static-a", "f1"]);
+    assert!(rep.failures[0].1.message.contains("not JSON"), "{rep:?}");
+    // A file's aliases may not stand for more than the file holds.
+    let mut bomb = String::from("a0: &a0 [x, x]\n");
+    for i in 1..25 {
+        bomb.push_str(&format!("a{i}: &a{i} [*a{}, *a{}]\n", i - 1, i - 1));
+    }
+    let rep = feed(&mut d, &c, file, "/etc/mcpmon/sd/a.yaml", &bomb);
     assert!(
-        r.servers
-            .iter()
-            .all(|s| s.settings.ping_interval.0.as_secs() == 3)
+        rep.failures[0].1.message.contains("aliases expand"),
+        "{rep:?}"
     );
+    // A key holding a newline and ESC cannot forge a log line.
+    let rep = feed(
+        &mut d,
+        &c,
+        http,
+        "http://127.0.0.1:2/sd",
+        "[{\"id\":\"k\",\"transport\":\"http\",\"url\":\"http://h\",\"x\\n\\u001b[31mERROR forged\":1}]",
+    );
+    let text = rep.rejected[0].3[0].to_string();
+    assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text:?}");
 }
