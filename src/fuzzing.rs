@@ -267,9 +267,10 @@ pub fn basic_auth(data: &[u8]) {
 }
 
 /// The redactor on arbitrary secrets and text (`\x1f`-separated; the last
-/// part is the text): no secret survives, raw or inside a JSON string.
-/// Secrets that could be spelled by the `<redacted>` marker itself are left
-/// out: replacing one secret must not be able to write another.
+/// part is the text): no secret survives, raw or inside a JSON string, and
+/// a JSON log line stays JSON. Secrets that could be spelled by the
+/// `<redacted>` marker itself are left out: replacing one secret must not
+/// be able to write another.
 pub fn redact(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let mut parts: Vec<&str> = text.split('\u{1f}').collect();
@@ -281,10 +282,10 @@ pub fn redact(data: &[u8]) {
         .take(8)
         .map(str::to_owned)
         .collect();
-    crate::redact::set_secrets(secrets.clone());
+    let scrubber = crate::redact::Scrubber::new(secrets.clone());
     let json = serde_json::to_string(plain).unwrap_or_default();
-    let out = crate::redact::redact(plain);
-    let out_json = crate::redact::redact(&json);
+    let out = scrubber.scrub(plain);
+    let out_json = scrubber.scrub(&json);
     for s in &secrets {
         assert!(!out.contains(s.as_str()), "{s:?} survived in {out:?}");
         let escaped = serde_json::to_string(s).unwrap_or_default();
@@ -294,5 +295,97 @@ pub fn redact(data: &[u8]) {
             "{escaped:?} survived in {out_json:?}"
         );
     }
+    // The log writer's safety net keeps a JSON line JSON.
+    crate::redact::set_secrets(secrets.clone());
+    let line = serde_json::json!({"fields": {"message": plain}}).to_string();
+    let clean = crate::redact::redact_line(&line);
+    let parsed: serde_json::Value = serde_json::from_str(&clean).expect("a JSON line stays JSON");
+    let message = parsed["fields"]["message"].as_str().unwrap_or_default();
+    for s in &secrets {
+        assert!(
+            !message.contains(s.as_str()),
+            "{s:?} survived in {message:?}"
+        );
+    }
     crate::redact::set_secrets(Vec::new());
+}
+
+/// A discovery document of arbitrary text, read as an http_sd answer
+/// (JSON, untrusted) and as a file (YAML, local): entries or an error,
+/// never a panic, within a bounded time; untrusted entries never start a
+/// process, aim at mcpmon, exceed the cap or set a tight loop; every
+/// message is free of control characters. (The fuzz target bounds the
+/// memory each input may take.)
+pub fn discovery(data: &[u8]) {
+    use crate::config::{EntrySource, Format, Trust, TunablesFile};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let own: std::net::SocketAddr = ([127, 0, 0, 1], 9850).into();
+    let labels = std::collections::BTreeMap::new();
+    let clean = |m: &str| !m.chars().any(char::is_control);
+    let started = std::time::Instant::now();
+    for (trust, format) in [
+        (Trust::Remote { allow_stdio: false }, Format::Json),
+        (Trust::Local, Format::Yaml),
+    ] {
+        let source = EntrySource {
+            trust,
+            format,
+            labels: &labels,
+            base: Path::new("/nonexistent"),
+            max_servers: 50,
+            own_addresses: &[own],
+        };
+        let parsed = crate::config::parse_entries(
+            Path::new("sd.json"),
+            text,
+            &TunablesFile::default(),
+            &source,
+            &|_| None,
+        );
+        let entries = match parsed {
+            Ok(e) => e,
+            Err(e) => {
+                assert!(clean(&e.message), "{:?}", e.message);
+                continue;
+            }
+        };
+        assert!(entries.servers.len() <= 50, "past the cap");
+        for e in entries
+            .rejected
+            .iter()
+            .flat_map(|r| &r.errors)
+            .chain(&entries.warnings)
+        {
+            assert!(clean(&e.message), "{:?}", e.message);
+        }
+        if format == Format::Json {
+            for (spec, _) in &entries.servers {
+                let s = &spec.settings;
+                assert!(
+                    matches!(spec.transport, crate::config::TransportSpec::Http { .. }),
+                    "an http_sd entry starts a process"
+                );
+                assert!(s.ping_interval.0 >= std::time::Duration::from_secs(1));
+                assert!(s.backoff_initial.0 >= std::time::Duration::from_secs(1));
+                if let crate::config::TransportSpec::Http { url, .. } = &spec.transport {
+                    assert!(
+                        !(url.port_or_known_default() == Some(9850)
+                            && url.host_str() == Some("127.0.0.1")),
+                        "an entry aimed at mcpmon"
+                    );
+                }
+            }
+        }
+    }
+    // Linear work: a few milliseconds per kilobyte at worst, in a debug build.
+    let allowed = std::time::Duration::from_secs(2)
+        + std::time::Duration::from_millis(data.len() as u64 / 64);
+    assert!(
+        started.elapsed() < allowed,
+        "{} bytes took {:?}",
+        data.len(),
+        started.elapsed()
+    );
 }

@@ -331,6 +331,11 @@ pub struct ServerSpec {
     /// each is exported under (`label_` and the name sanitised), sorted by
     /// that name.
     pub labels: Vec<Label>,
+    /// Who wrote the entry: the operator (the main file, a local file), or
+    /// an http_sd endpoint.
+    pub trust: Trust,
+    /// This server's secrets, scrubbed from its own texts.
+    pub scrubber: std::sync::Arc<crate::redact::Scrubber>,
 }
 
 /// One operator label of a server.
@@ -361,14 +366,13 @@ pub fn exported_label_name(name: &str) -> String {
 }
 
 impl ServerSpec {
-    /// Values that must never be published: header values, tokens, env
-    /// values, and the URL's query and password.
+    /// What the operator marked secret: header values, tokens, OAuth
+    /// credentials, the URL's credentials and query, and every value a
+    /// `${VAR}` expanded to. A literal `env:` value is configuration.
     pub fn secrets(&self) -> Vec<String> {
         let mut out = Vec::new();
         match &self.transport {
-            TransportSpec::Stdio { env, .. } => {
-                out.extend(env.iter().map(|(_, v)| v.expose().to_owned()));
-            }
+            TransportSpec::Stdio { .. } => {}
             TransportSpec::Http {
                 url,
                 headers,
@@ -418,7 +422,12 @@ pub struct Config {
 impl Config {
     /// Every server's secrets, and those of the discovery endpoints.
     pub fn secrets(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.servers.iter().flat_map(ServerSpec::secrets).collect();
+        let mut out: Vec<String> = self
+            .servers
+            .iter()
+            .filter(|s| s.trust == Trust::Local)
+            .flat_map(ServerSpec::secrets)
+            .collect();
         for sd in &self.http_sd {
             out.extend(sd.secrets());
         }

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::discovery::{FILE_SD_REFRESH, HTTP_SD_REFRESH};
-use super::positions::{Positions, Seg, check_aliases};
+use super::positions::{Locator, Seg, check_aliases};
 use super::raw::{FileDoc, FileSdFile, HttpSdFile, ServerFile, TransportKind};
 use super::*;
 
@@ -106,14 +106,21 @@ pub(super) fn parse_entries(
         column,
         message: defuse(message, 500),
     };
-    let list: Vec<Entry> = match source.format {
-        super::Format::Json => match serde_json::from_str::<serde_json::Value>(text) {
-            Ok(serde_json::Value::Array(list)) => list.into_iter().map(Entry::Json).collect(),
-            Ok(_) => return Err(whole(1, 1, "expected a JSON list of server entries")),
-            Err(e) => {
-                return Err(whole(e.line(), e.column(), &format!("not JSON: {e}")));
+    let list: Vec<Entry<'_>> = match source.format {
+        // Each entry stays text until its turn comes: a source that lists
+        // sixty thousand costs their text, not their trees.
+        super::Format::Json => {
+            match serde_json::from_str::<Vec<&serde_json::value::RawValue>>(text) {
+                Ok(list) => list.into_iter().map(Entry::Json).collect(),
+                // JSON, but not a list.
+                Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() => {
+                    return Err(whole(1, 1, "expected a JSON list of server entries"));
+                }
+                Err(e) => {
+                    return Err(whole(e.line(), e.column(), &format!("not JSON: {e}")));
+                }
             }
-        },
+        }
         super::Format::Yaml => {
             // Aliases are counted before any value is built.
             if let Err(e) = check_aliases(text) {
@@ -139,6 +146,9 @@ pub(super) fn parse_entries(
     let total = list.len();
     for (i, entry) in list.into_iter().enumerate() {
         if i == source.max_servers {
+            if let Entry::Json(raw) = &entry {
+                v.positions.enter(i, raw.get());
+            }
             let e = v.at(
                 &[Seg::Index(i)],
                 format!(
@@ -173,9 +183,9 @@ pub(super) fn parse_entries(
 }
 
 /// One entry of a discovery document, as its format parsed it.
-enum Entry {
+enum Entry<'t> {
     Yaml(yaml_serde::Value),
-    Json(serde_json::Value),
+    Json(&'t serde_json::value::RawValue),
 }
 
 /// Whether `url` reaches one of `own` (mcpmon's listen addresses): the same
@@ -219,12 +229,11 @@ pub(super) struct Validator<'a> {
     path: &'a Path,
     /// Relative commands, cwds and files are resolved against this.
     base: PathBuf,
-    text: &'a str,
     env: &'a dyn Fn(&str) -> Option<String>,
     /// Who wrote the text.
     trust: Trust,
-    /// Where each node of `text` is, indexed at the first error.
-    positions: std::cell::OnceCell<Option<Positions>>,
+    /// Where each node of `text` is, found at the first error.
+    positions: Locator<'a>,
     errors: Vec<ConfigError>,
     warnings: Vec<ConfigError>,
 }
@@ -240,10 +249,9 @@ impl<'a> Validator<'a> {
             expanded: Vec::new(),
             path,
             base: path.parent().unwrap_or(Path::new(".")).to_owned(),
-            text,
             env,
             trust,
-            positions: std::cell::OnceCell::new(),
+            positions: Locator::new(text),
             errors: Vec::new(),
             warnings: Vec::new(),
         }
@@ -252,7 +260,7 @@ impl<'a> Validator<'a> {
     /// Check one discovered entry and keep it in `servers`; or why not.
     fn entry(
         &mut self,
-        entry: Entry,
+        entry: Entry<'a>,
         i: usize,
         global: &TunablesFile,
         source: &super::EntrySource,
@@ -271,7 +279,16 @@ impl<'a> Validator<'a> {
         let name = format!("[{i}]");
         let parsed = match entry {
             Entry::Yaml(value) => self.part::<ServerFile, _>(value, &at, &name, &mut found),
-            Entry::Json(value) => self.part::<ServerFile, _>(value, &at, &name, &mut found),
+            Entry::Json(raw) => {
+                self.positions.enter(i, raw.get());
+                match serde_json::from_str::<serde_json::Value>(raw.get()) {
+                    Ok(value) => self.part::<ServerFile, _>(value, &at, &name, &mut found),
+                    Err(e) => {
+                        found.push(self.at(&at, format!("{name}: {e}")));
+                        None
+                    }
+                }
+            }
         };
         let Some(mut s) = parsed else {
             return rejected(super::Rejection::Invalid, found);
@@ -329,12 +346,7 @@ impl<'a> Validator<'a> {
     }
 
     fn at(&self, at: &[Seg], message: String) -> ConfigError {
-        let (line, column) = self
-            .positions
-            .get_or_init(|| Positions::of(self.text))
-            .as_ref()
-            .and_then(|p| p.find(at))
-            .unwrap_or((0, 0));
+        let (line, column) = self.positions.find(at).unwrap_or((0, 0));
         ConfigError {
             file: self.path.to_owned(),
             line,
@@ -879,7 +891,7 @@ impl<'a> Validator<'a> {
             .into_iter()
             .map(Secret::new)
             .collect();
-        Some(ServerSpec {
+        let mut spec = ServerSpec {
             id: s.id,
             transport,
             settings,
@@ -888,7 +900,11 @@ impl<'a> Validator<'a> {
             expanded,
             expected_tools: s.expected_tools,
             labels,
-        })
+            trust: self.trust,
+            scrubber: Default::default(),
+        };
+        spec.scrubber = std::sync::Arc::new(crate::redact::Scrubber::new(spec.secrets()));
+        Some(spec)
     }
 
     /// Request headers written at `at`: valid names and values, `${VAR}`
@@ -966,7 +982,7 @@ impl<'a> Validator<'a> {
     /// made 6 000 reconnects a second).
     fn raise_to_floors(&mut self, s: &mut Settings, at: &[Seg], id: &str) {
         let ms = Duration::from_millis;
-        let floors: [(&str, &mut Dur, Duration); 11] = [
+        let floors: [(&str, &mut Dur, Duration); 12] = [
             ("ping_interval", &mut s.ping_interval, ms(1000)),
             ("ping_timeout", &mut s.ping_timeout, ms(100)),
             ("connect_timeout", &mut s.connect_timeout, ms(1000)),
@@ -981,6 +997,7 @@ impl<'a> Validator<'a> {
             ("tools_interval", &mut s.tools_interval, ms(10_000)),
             ("stuck_after", &mut s.stuck_after, ms(5000)),
             ("backoff_initial", &mut s.backoff_initial, ms(1000)),
+            ("backoff_max", &mut s.backoff_max, ms(10_000)),
             (
                 "backoff_reset_after",
                 &mut s.backoff_reset_after,

@@ -144,6 +144,8 @@ pub struct Tracker {
     surface: Option<ToolSurface>,
     /// From the config.
     expected_tools: Vec<String>,
+    /// This server's secrets.
+    scrubber: Arc<crate::redact::Scrubber>,
 }
 
 impl Tracker {
@@ -197,6 +199,7 @@ impl Tracker {
             problem: String::new(),
             surface: None,
             expected_tools: spec.expected_tools.clone(),
+            scrubber: spec.scrubber.clone(),
         }
     }
 
@@ -560,11 +563,12 @@ impl Tracker {
         });
     }
 
-    /// Remove every registered secret from text that may be published,
-    /// then bound it.
+    /// Remove this server's secrets (and the operator's) from text that
+    /// may be published, then bound and defuse it.
     pub fn scrub(&self, text: &str) -> String {
         // Scrub first: a cut through a secret would leave its prefix.
-        crate::transport::truncate(&crate::redact::redact(text), 500)
+        let own = self.scrubber.scrub(text);
+        crate::transport::truncate(&crate::redact::redact(&own), 500)
     }
 }
 

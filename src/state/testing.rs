@@ -28,6 +28,8 @@ pub fn spec(id: &str) -> ServerSpec {
         expanded: vec![],
         expected_tools: vec![],
         labels: vec![],
+        trust: crate::config::Trust::Local,
+        scrubber: Default::default(),
     }
 }
 

@@ -426,7 +426,7 @@ impl Supervisor {
                     }
                     let detail = failure_detail(&outcome);
                     if outcome.result.is_err() {
-                        tracing::info!(tool = %spec.tool_probes[i].tool, took_ms = outcome.duration.as_millis() as u64, error = %crate::redact::redact(&detail), "tool probe failed");
+                        tracing::info!(tool = %spec.tool_probes[i].tool, took_ms = outcome.duration.as_millis() as u64, error = %spec.scrubber.scrub(&detail), "tool probe failed");
                     }
                     self.send(Event::Probe { outcome, was_late: false }).await;
                     if let Some(refused) = lost {

@@ -5,12 +5,14 @@
 //! orphan behind.
 
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 
 use crate::config::TransportSpec;
+use crate::redact::Scrubber;
 
 /// Longest stderr line logged; the rest of a longer line is dropped.
 const MAX_STDERR_LINE: usize = 4096;
@@ -115,7 +117,13 @@ pub fn child_env<'a>(
 
 /// Spawn the configured command in its own process group, with a cleared
 /// environment (see [`ENV_ALLOWLIST`]).
-pub fn spawn(server_id: &str, spec: &TransportSpec) -> std::io::Result<Spawned> {
+/// Spawn the server `spec` describes; its stderr is logged scrubbed of
+/// `scrubber`'s secrets.
+pub fn spawn(
+    server_id: &str,
+    spec: &TransportSpec,
+    scrubber: Arc<Scrubber>,
+) -> std::io::Result<Spawned> {
     let TransportSpec::Stdio {
         command,
         args,
@@ -172,7 +180,7 @@ pub fn spawn(server_id: &str, spec: &TransportSpec) -> std::io::Result<Spawned> 
         tracing::debug!(server = %id, pid, %exit, "child process ended");
         let _ = tx.send(Some(exit));
     });
-    tokio::spawn(forward_stderr(server_id.to_owned(), stderr));
+    tokio::spawn(forward_stderr(server_id.to_owned(), stderr, scrubber));
     Ok(Spawned {
         child: Child { pid, exited },
         stdout,
@@ -246,7 +254,11 @@ fn signal_group(pid: u32, signal: i32) {
 /// Log stderr lines tagged with the server id, bounded in length and rate.
 /// stderr is always drained, even when lines are dropped: a child blocked on a
 /// full stderr pipe would look hung.
-async fn forward_stderr(server: String, mut stderr: tokio::process::ChildStderr) {
+async fn forward_stderr(
+    server: String,
+    mut stderr: tokio::process::ChildStderr,
+    scrubber: Arc<Scrubber>,
+) {
     use tokio::io::AsyncReadExt;
     let mut limiter = RateLimit::new();
     let mut line: Vec<u8> = Vec::new();
@@ -261,6 +273,7 @@ async fn forward_stderr(server: String, mut stderr: tokio::process::ChildStderr)
             if b == b'\n' {
                 if limiter.allow(&server) {
                     let text = String::from_utf8_lossy(&line);
+                    let text = crate::config::defuse(&scrubber.scrub(&text), MAX_STDERR_LINE);
                     let cut = if overlong { " (truncated)" } else { "" };
                     tracing::info!(target: "mcpmon::stderr", server = %server, "{text}{cut}");
                 }

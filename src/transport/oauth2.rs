@@ -2,7 +2,7 @@
 //! is fetched before a session opens, refreshed ahead of its expiry, and
 //! fetched anew when a server refuses it (once, before the refusal is
 //! judged). Tokens never leave this module except as request headers, and
-//! each one is registered with the redactor while it is in use.
+//! each one is added to its server's scrubber while it is in use.
 //!
 //! Also reads the expiry of a static bearer token that is a JWT, so both
 //! kinds of credential export when they stop working.
@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 use serde::Deserialize;
 
 use crate::config::OAuth2Spec;
+use crate::redact::Scrubber;
 
 /// Deadline of one token request.
 pub const TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -55,7 +56,8 @@ impl Token {
 
 /// The tokens of one server.
 pub struct TokenSource {
-    id: Arc<str>,
+    /// The server's scrubber, which learns every token fetched.
+    scrubber: Arc<Scrubber>,
     spec: OAuth2Spec,
     http: reqwest::Client,
     current: Mutex<Option<Token>>,
@@ -65,9 +67,11 @@ pub struct TokenSource {
 
 impl TokenSource {
     /// Tokens for server `id` from `spec`, fetched with `http`.
-    pub fn new(id: &str, spec: OAuth2Spec, http: reqwest::Client) -> Self {
+    /// Tokens for `spec`, fetched with `http`; each one is added to the
+    /// server's `scrubber` while it is in use.
+    pub fn new(spec: OAuth2Spec, http: reqwest::Client, scrubber: Arc<Scrubber>) -> Self {
         TokenSource {
-            id: Arc::from(id),
+            scrubber,
             spec,
             http,
             current: Mutex::new(None),
@@ -116,7 +120,7 @@ impl TokenSource {
         let token = tokio::time::timeout(TOKEN_TIMEOUT, self.request())
             .await
             .map_err(|_| TokenError(format!("no answer within {TOKEN_TIMEOUT:?}")))??;
-        crate::redact::set_dynamic(&self.id, vec![token.value.to_string()]);
+        self.scrubber.obtained(token.value.to_string());
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(token.clone());
         Ok(token.value)
     }

@@ -287,11 +287,12 @@ impl RmcpSession {
         let mut static_expiry = None;
         let (service, child) = match &spec.transport {
             TransportSpec::Stdio { .. } => {
-                let spawned = child::spawn(&spec.id, &spec.transport).map_err(|e| OpenError {
-                    failure: LinkFailure::ConnectFailed,
-                    phase: "spawn",
-                    detail: e.to_string(),
-                })?;
+                let spawned = child::spawn(&spec.id, &spec.transport, spec.scrubber.clone())
+                    .map_err(|e| OpenError {
+                        failure: LinkFailure::ConnectFailed,
+                        phase: "spawn",
+                        detail: e.to_string(),
+                    })?;
                 let transport = Metered::new(
                     rmcp::transport::async_rw::AsyncRwTransport::new_client(
                         MeteredRead::new(spawned.stdout, meter.clone()),
@@ -355,7 +356,11 @@ impl RmcpSession {
                     static_expiry = super::oauth2::jwt_expiry(token.expose());
                 }
                 if let Some(o) = oauth2 {
-                    let source = Arc::new(TokenSource::new(&spec.id, o.clone(), http.clone()));
+                    let source = Arc::new(TokenSource::new(
+                        o.clone(),
+                        http.clone(),
+                        spec.scrubber.clone(),
+                    ));
                     // No token, no session: the refusal is the verdict.
                     let token = source.token().await.map_err(|e| OpenError {
                         failure: LinkFailure::Unauthenticated,
