@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
 export RUSTC_BOOTSTRAP=1
-for target in config health_check metrics lean_ping basic_auth redact; do
+for target in config health_check metrics lean_ping basic_auth redact discovery; do
   mkdir -p "fuzz/corpus/$target" "fuzz/regressions/$target"
   cp -n fuzz/seeds/$target/* "fuzz/corpus/$target/" 2>/dev/null || true
   echo "== $target for ${secs}s"

@@ -193,7 +193,7 @@ pub async fn run_with(
         fleet: snap_rx,
         metrics: metrics.clone(),
         reload: options.enable_lifecycle.then(|| reload_tx.clone()),
-        rendered: Default::default(),
+        renders: Default::default(),
         telemetry_path: options
             .telemetry_path
             .clone()

@@ -62,48 +62,6 @@ fn http(id: &str, url: &str) -> String {
     format!("  - id: {id}\n    transport: http\n    url: {url}\n")
 }
 
-/// What mcpmon holds: descriptors, direct children, resident memory.
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    fds: usize,
-    children: usize,
-    rss_kib: u64,
-}
-
-fn held(pid: i32) -> Held {
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.count())
-        .unwrap_or(0);
-    let rss_kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0);
-    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .map(|_| ())
-        .ok()
-        .map_or(0, |_| count_children(pid));
-    Held {
-        fds,
-        children,
-        rss_kib,
-    }
-}
-
-fn count_children(pid: i32) -> usize {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .map(|c| c.split_whitespace().count())
-        .sum()
-}
-
 /// The baseline while a server is being retried: one attempt's process may
 /// be alive at any moment.
 fn retrying(base: Held) -> Held {

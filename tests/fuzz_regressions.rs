@@ -78,6 +78,11 @@ fn redactor_leaves_no_secret() {
 }
 
 #[test]
+fn discovery_documents_stay_within_their_bounds() {
+    replay("discovery", 5, mcpmon::fuzzing::discovery);
+}
+
+#[test]
 fn the_exposition_oracle_rejects_what_prometheus_would() {
     // The parser the metrics target checks against must itself fail on
     // broken text, or the target could not find anything.

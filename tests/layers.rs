@@ -2,21 +2,22 @@
 //! modules of lower layers (or its own), so data flows one way and there is
 //! no import circle. Layers, lowest first:
 //!
-//! config, redact → transport, discovery → probe → state → supervise, output →
-//! oneshot, fleet, init → lib, main, fuzzing.
+//! redact → config → transport, discovery → probe → state → supervise,
+//! output → oneshot, fleet, init → lib, main, fuzzing.
 
 use std::path::Path;
 
 /// The layer of a top-level module of the crate.
 fn layer(module: &str) -> Option<u8> {
     Some(match module {
-        "config" | "redact" => 0,
-        "transport" | "discovery" => 1,
-        "probe" => 2,
-        "state" => 3,
-        "supervise" | "output" => 4,
-        "oneshot" | "fleet" | "init" => 5,
-        "lib" | "main" | "fuzzing" => 6,
+        "redact" => 0,
+        "config" => 1,
+        "transport" | "discovery" => 2,
+        "probe" => 3,
+        "state" => 4,
+        "supervise" | "output" => 5,
+        "oneshot" | "fleet" | "init" => 6,
+        "lib" | "main" | "fuzzing" => 7,
         _ => return None,
     })
 }

@@ -69,6 +69,15 @@ async fn tls_and_basic_auth_from_a_web_config_file() {
         .send()
         .await;
     assert!(plain.is_err() || plain.is_ok_and(|r| r.status() != 200));
+    // A refused handshake is told in the log, with rustls's reason.
+    let start = Instant::now();
+    while !mon.log_text().contains("TLS handshake refused") {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "a refused TLS client was not logged"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     mon.signal(libc::SIGTERM);
     assert!(mon.wait_exit(Duration::from_secs(15)).success());
 }

@@ -110,6 +110,90 @@ impl Positions {
     }
 }
 
+/// Finds positions in a document: indexed whole at the first lookup, or,
+/// for a JSON list read entry by entry, one entry at a time, so that a
+/// 16 MiB list of bad entries never holds a tree of all its nodes.
+pub(super) struct Locator<'t> {
+    text: &'t str,
+    whole: std::cell::OnceCell<Option<Positions>>,
+    /// The entry being checked: its index, its text, and its positions.
+    entry: std::cell::RefCell<Option<Current<'t>>>,
+    /// Line and column (1-based) at a byte offset of `text`, advanced as
+    /// entries are entered, in order.
+    cursor: std::cell::Cell<(usize, usize, usize)>,
+}
+
+struct Current<'t> {
+    index: usize,
+    raw: &'t str,
+    /// Line and column where `raw` starts.
+    start: (usize, usize),
+    positions: Option<Option<Positions>>,
+}
+
+impl<'t> Locator<'t> {
+    pub(super) fn new(text: &'t str) -> Self {
+        Locator {
+            text,
+            whole: std::cell::OnceCell::new(),
+            entry: std::cell::RefCell::new(None),
+            cursor: std::cell::Cell::new((0, 1, 1)),
+        }
+    }
+
+    /// From now on, lookups under `[index]` are within `raw`, a slice of
+    /// the text (entries are entered in order).
+    pub(super) fn enter(&self, index: usize, raw: &'t str) {
+        let offset = (raw.as_ptr() as usize).saturating_sub(self.text.as_ptr() as usize);
+        let start = self.advance(offset);
+        *self.entry.borrow_mut() = Some(Current {
+            index,
+            raw,
+            start,
+            positions: None,
+        });
+    }
+
+    /// Line and column at byte `offset`, counting on from the cursor.
+    fn advance(&self, offset: usize) -> (usize, usize) {
+        let (at, mut line, mut column) = self.cursor.get();
+        let offset = offset.clamp(at, self.text.len());
+        for c in self.text[at..offset].chars() {
+            if c == '\n' {
+                line += 1;
+                column = 1;
+            } else {
+                column += 1;
+            }
+        }
+        self.cursor.set((offset, line, column));
+        (line, column)
+    }
+
+    /// The position of the node at `path`, or of its nearest parent.
+    pub(super) fn find(&self, path: &[Seg]) -> Option<(usize, usize)> {
+        if let (Some(Seg::Index(i)), Some(current)) = (path.first(), &mut *self.entry.borrow_mut())
+            && *i == current.index
+        {
+            let (line, column) = current.start;
+            let found = current
+                .positions
+                .get_or_insert_with(|| Positions::of(current.raw))
+                .as_ref()
+                .and_then(|p| p.find(&path[1..]));
+            return Some(match found {
+                Some((1, c)) => (line, column + c - 1),
+                Some((l, c)) => (line + l - 1, c),
+                None => (line, column),
+            });
+        }
+        self.whole
+            .get_or_init(|| Positions::of(self.text))
+            .as_ref()
+            .and_then(|p| p.find(path))
+    }
+}
+
 /// Parse `text` once, handing each event on, and count what its aliases
 /// expand to. Returns the number of events.
 fn walk(text: &str, each: &mut dyn FnMut(&Event<'_>, Span)) -> Result<usize, Stop> {

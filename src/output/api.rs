@@ -30,8 +30,9 @@ pub struct ApiState {
     /// Where `POST /-/reload` sends its request; `None` unless the
     /// lifecycle API is enabled.
     pub reload: Option<tokio::sync::mpsc::Sender<ReloadRequest>>,
-    /// The last `/metrics` render, shared by scrapes that arrive together.
-    pub rendered: Arc<SharedRender>,
+    /// The last render of each whole-fleet page, shared by the requests
+    /// that arrive together.
+    pub renders: Arc<Renders>,
     /// Where the exposition is served (`--web.telemetry-path`).
     pub telemetry_path: String,
     /// This replica's share of the fleet: `/health/fleet` speaks for it only.
@@ -161,21 +162,74 @@ async fn off_worker<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -
 /// (process metrics in it, such as CPU time, age by as much).
 pub const RENDER_REUSE: Duration = Duration::from_secs(1);
 
-/// One `/metrics` text shared by concurrent scrapes: at 10 000 servers a
-/// render is 30 MB and tens of milliseconds, and two Prometheus replicas
-/// (or a scraper and a person) should not each pay for it.
-#[derive(Default)]
-pub struct SharedRender {
-    last: tokio::sync::Mutex<Option<Rendered>>,
+/// Most requests for whole-fleet pages (`/metrics`, `/health/fleet`, `/`)
+/// rendering or waiting for a render at once; more are answered 503. Each
+/// waits on a shared render, and a client that never reads its answer
+/// holds only a reference to it, not a copy.
+pub const MAX_FLEET_RENDERS: usize = 32;
+
+/// The shared renders of every whole-fleet page, and the bound on the
+/// requests waiting for them.
+pub struct Renders {
+    /// `/metrics`, by (snapshot generation, metrics version).
+    pub metrics: SharedRender,
+    /// `/health/fleet`: its status code and body, by (generation, summary).
+    pub fleet: SharedRender<(StatusCode, axum::body::Bytes)>,
+    /// `/`, by (generation, a hash of the query).
+    pub status: SharedRender,
+    admitted: Arc<tokio::sync::Semaphore>,
 }
 
-struct Rendered {
+impl Default for Renders {
+    fn default() -> Self {
+        Renders {
+            metrics: SharedRender::default(),
+            fleet: SharedRender::default(),
+            status: SharedRender::default(),
+            admitted: Arc::new(tokio::sync::Semaphore::new(MAX_FLEET_RENDERS)),
+        }
+    }
+}
+
+impl Renders {
+    /// A place among the requests for whole-fleet pages, or the 503 to
+    /// answer when they are all taken.
+    pub fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Box<Response>> {
+        self.admitted.clone().try_acquire_owned().map_err(|_| {
+            Box::new(
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [(header::RETRY_AFTER, "1")],
+                    "too many whole-fleet requests at once; try again\n",
+                )
+                    .into_response(),
+            )
+        })
+    }
+}
+
+/// One render shared by concurrent requests: at 10 000 servers a
+/// `/metrics` render is 30 MB and tens of milliseconds, and two Prometheus
+/// replicas (or a scraper and a person) should not each pay for it.
+pub struct SharedRender<T = axum::body::Bytes> {
+    last: tokio::sync::Mutex<Option<Rendered<T>>>,
+}
+
+impl<T> Default for SharedRender<T> {
+    fn default() -> Self {
+        SharedRender {
+            last: tokio::sync::Mutex::new(None),
+        }
+    }
+}
+
+struct Rendered<T> {
     started: tokio::time::Instant,
     key: (u64, u64),
-    text: axum::body::Bytes,
+    text: T,
 }
 
-impl SharedRender {
+impl<T: Clone> SharedRender<T> {
     /// The text for a scrape that `arrived` at some instant: a render that
     /// began after it arrived (as fresh as its own would be), or one of the
     /// same key (snapshot generation, metrics version) younger than
@@ -187,9 +241,9 @@ impl SharedRender {
         arrived: tokio::time::Instant,
         current: impl FnOnce() -> ((u64, u64), S),
         render: impl FnOnce(S) -> F,
-    ) -> Option<axum::body::Bytes>
+    ) -> Option<T>
     where
-        F: Future<Output = Option<String>>,
+        F: Future<Output = Option<T>>,
     {
         let mut last = self.last.lock().await;
         let (key, snapshot) = current();
@@ -200,7 +254,7 @@ impl SharedRender {
             }
         }
         let started = tokio::time::Instant::now();
-        let text = axum::body::Bytes::from(render(snapshot).await?);
+        let text = render(snapshot).await?;
         *last = Some(Rendered {
             started,
             key,
@@ -212,8 +266,13 @@ impl SharedRender {
 
 async fn metrics_handler(AxState(st): AxState<ApiState>) -> Response {
     let arrived = tokio::time::Instant::now();
+    let _admitted = match st.renders.admit() {
+        Ok(p) => p,
+        Err(busy) => return *busy,
+    };
     let text = st
-        .rendered
+        .renders
+        .metrics
         .get(
             arrived,
             || {
@@ -222,7 +281,11 @@ async fn metrics_handler(AxState(st): AxState<ApiState>) -> Response {
             },
             |snap| {
                 let metrics = st.metrics.clone();
-                off_worker(move || metrics.render(&snap))
+                async move {
+                    off_worker(move || metrics.render(&snap))
+                        .await
+                        .map(axum::body::Bytes::from)
+                }
             },
         )
         .await;
@@ -318,37 +381,56 @@ async fn fleet(
     AxState(st): AxState<ApiState>,
     axum::extract::Query(q): axum::extract::Query<FleetQuery>,
 ) -> Response {
-    let snap = st.fleet.borrow().clone();
-    let (state, meets) = snap.verdict();
+    let arrived = tokio::time::Instant::now();
+    let _admitted = match st.renders.admit() {
+        Ok(p) => p,
+        Err(busy) => return *busy,
+    };
     let shard = ShardView {
         index: st.shard.index,
         count: st.shard.count,
     };
-    // Serialized straight from borrowed views: no JSON value tree per server.
-    let body = off_worker(move || {
-        serde_json::to_vec(&FleetView {
-            status: state,
-            generation: snap.generation,
-            shard,
-            summary: snap.summary(),
-            policy: PolicyView {
-                min_available_percentage: snap.policy.min_available_percentage,
-                degraded_is_available: snap.policy.degraded_is_available,
-                met: meets,
+    let rendered = st
+        .renders
+        .fleet
+        .get(
+            arrived,
+            || {
+                let snap = st.fleet.borrow().clone();
+                ((snap.generation, u64::from(q.summary)), snap)
             },
-            servers: (!q.summary).then_some(Servers(&snap)),
-        })
-    })
-    .await;
-    let Some(Ok(body)) = body else {
+            |snap| off_worker(move || fleet_body(&snap, shard, q.summary)),
+        )
+        .await;
+    let Some((code, body)) = rendered else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
+    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// The `/health/fleet` answer for `snap`: 200 while the policy is met.
+fn fleet_body(snap: &Snapshot, shard: ShardView, summary: bool) -> (StatusCode, axum::body::Bytes) {
+    let (state, meets) = snap.verdict();
+    // Serialized straight from borrowed views: no JSON value tree per server.
+    let body = serde_json::to_vec(&FleetView {
+        status: state,
+        generation: snap.generation,
+        shard,
+        summary: snap.summary(),
+        policy: PolicyView {
+            min_available_percentage: snap.policy.min_available_percentage,
+            degraded_is_available: snap.policy.degraded_is_available,
+            met: meets,
+        },
+        servers: (!summary).then_some(Servers(snap)),
+    })
+    .unwrap_or_default();
     let code = if meets {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    (code, body.into())
 }
 
 /// The `/health/fleet` body.
@@ -416,6 +498,11 @@ async fn server(AxState(st): AxState<ApiState>, Path(id): Path<String>) -> Respo
 /// `curl -X POST` sends none of these and passes.
 fn cross_site(headers: &axum::http::HeaderMap) -> Option<&'static str> {
     let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    // mcpmon's own probes carry its user agent: a server entry aimed at
+    // this endpoint must not make mcpmon reload itself in a loop.
+    if text(header::USER_AGENT).is_some_and(|ua| ua.starts_with("mcpmon/")) {
+        return Some("a request mcpmon itself sent");
+    }
     if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
         && !matches!(site, "same-origin" | "none")
     {
@@ -497,7 +584,7 @@ mod tests {
                 |g| async move {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     let n = renders.fetch_add(1, Ordering::SeqCst) + 1;
-                    Some(format!("generation {g} render {n}"))
+                    Some(format!("generation {g} render {n}").into())
                 },
             )
             .await

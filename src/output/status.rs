@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use axum::extract::{Path, Query, State as AxState};
+use axum::extract::{Path, Query, RawQuery, State as AxState};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -55,7 +55,7 @@ impl std::fmt::Display for Esc<'_> {
     }
 }
 
-fn html(body: String) -> Response {
+fn html(body: impl IntoResponse) -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -208,14 +208,45 @@ fn head(out: &mut String, title: &str, telemetry_path: &str) {
 }
 
 /// `/`: the fleet.
-pub async fn fleet(AxState(st): AxState<ApiState>, Query(f): Query<Filter>) -> Response {
-    let snap = st.fleet.borrow().clone();
+pub async fn fleet(
+    AxState(st): AxState<ApiState>,
+    Query(f): Query<Filter>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let arrived = tokio::time::Instant::now();
+    let _admitted = match st.renders.admit() {
+        Ok(p) => p,
+        Err(busy) => return *busy,
+    };
+    let query = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        query.hash(&mut h);
+        h.finish()
+    };
     let path = st.telemetry_path.clone();
-    // Thousands of rows take milliseconds: off the runtime's workers, like
-    // every other whole-fleet render.
-    match tokio::task::spawn_blocking(move || fleet_page(&snap, &f, &path)).await {
-        Ok(body) => html(body),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    let page = st
+        .renders
+        .status
+        .get(
+            arrived,
+            || {
+                let snap = st.fleet.borrow().clone();
+                ((snap.generation, query), snap)
+            },
+            // Thousands of rows take milliseconds: off the runtime's
+            // workers, like every other whole-fleet render.
+            |snap| async move {
+                tokio::task::spawn_blocking(move || fleet_page(&snap, &f, &path))
+                    .await
+                    .ok()
+                    .map(axum::body::Bytes::from)
+            },
+        )
+        .await;
+    match page {
+        Some(body) => html(body),
+        None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
 

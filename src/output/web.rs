@@ -103,6 +103,7 @@ struct Shared {
     allowed_hosts: Vec<String>,
     write_timeout: Duration,
     per_client: Mutex<HashMap<IpAddr, usize>>,
+    tls_refusals: Arc<TlsRefusals>,
 }
 
 impl Default for Shared {
@@ -114,7 +115,45 @@ impl Default for Shared {
             allowed_hosts: Vec::new(),
             write_timeout: WRITE_TIMEOUT,
             per_client: Mutex::default(),
+            tls_refusals: Arc::default(),
         }
+    }
+}
+
+/// At most one line about refused TLS clients this often; the rest are
+/// counted into the next line.
+const TLS_REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Clients whose TLS handshake failed, told in the log at a bounded rate:
+/// a client whose certificate is refused (a version 1 certificate, an
+/// unknown CA) must be able to learn why, and a scanner must not fill the
+/// log.
+#[derive(Default)]
+struct TlsRefusals {
+    /// When the last line was written, and the refusals since.
+    last: Mutex<(Option<Instant>, u64)>,
+}
+
+impl TlsRefusals {
+    fn refused(&self, client: IpAddr, error: &std::io::Error) {
+        let mut last = lock(&self.last);
+        let now = Instant::now();
+        if last
+            .0
+            .is_some_and(|t| now.duration_since(t) < TLS_REFUSAL_LOG_EVERY)
+        {
+            last.1 += 1;
+            return;
+        }
+        let suppressed = std::mem::take(&mut last.1);
+        last.0 = Some(now);
+        drop(last);
+        tracing::warn!(
+            client = %client,
+            error = %crate::config::defuse(&error.to_string(), 300),
+            also_refused = suppressed,
+            "TLS handshake refused"
+        );
     }
 }
 
@@ -345,6 +384,7 @@ impl Web {
             let service = TowerToHyperService::new(router.clone());
             let tls = self.current().tls.clone();
             let cancel = cancel.clone();
+            let refusals = self.shared.tls_refusals.clone();
             connections.spawn(async move {
                 let _held = (permit, slot);
                 match tls {
@@ -352,8 +392,12 @@ impl Web {
                         let accepted =
                             tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream))
                                 .await;
-                        if let Ok(Ok(tls_stream)) = accepted {
-                            serve_connection(TokioIo::new(tls_stream), service, cancel).await;
+                        match accepted {
+                            Ok(Ok(tls_stream)) => {
+                                serve_connection(TokioIo::new(tls_stream), service, cancel).await;
+                            }
+                            Ok(Err(e)) => refusals.refused(peer.ip(), &e),
+                            Err(_) => {}
                         }
                     }
                     None => serve_connection(TokioIo::new(stream), service, cancel).await,

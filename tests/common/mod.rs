@@ -531,6 +531,48 @@ pub async fn third_party_http(
     panic!("{} did not listen on {port} within 20s", program.display());
 }
 
+/// What mcpmon holds: descriptors, direct children, resident memory.
+#[derive(Debug, Clone, Copy)]
+pub struct Held {
+    pub fds: usize,
+    pub children: usize,
+    pub rss_kib: u64,
+}
+
+pub fn held(pid: i32) -> Held {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let rss_kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0);
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .map(|_| ())
+        .ok()
+        .map_or(0, |_| count_children(pid));
+    Held {
+        fds,
+        children,
+        rss_kib,
+    }
+}
+
+fn count_children(pid: i32) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .map(|c| c.split_whitespace().count())
+        .sum()
+}
+
 /// The real `mcpmon` binary, started on 127.0.0.1:0 with JSON logs that the
 /// test can read.
 pub struct Binary {
@@ -546,13 +588,18 @@ impl Binary {
     }
 
     pub async fn start_with_env(config: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Binary {
-        Self::launch(&[], config, extra, envs).await
+        Self::launch(&[], config, extra, envs, "json").await
+    }
+
+    /// Started with text logs (as a terminal shows them), not JSON.
+    pub async fn start_text(config: &Path, extra: &[&str]) -> Binary {
+        Self::launch(&[], config, extra, &[], "text").await
     }
 
     /// Started by `wrapper` (a program and its arguments, mcpmon's command
     /// line appended), e.g. `unshare … --fork` to be PID 1 of a namespace.
     pub async fn start_under(wrapper: &[&str], config: &Path, extra: &[&str]) -> Binary {
-        Self::launch(wrapper, config, extra, &[]).await
+        Self::launch(wrapper, config, extra, &[], "json").await
     }
 
     async fn launch(
@@ -560,6 +607,7 @@ impl Binary {
         config: &Path,
         extra: &[&str],
         envs: &[(&str, &str)],
+        log_format: &str,
     ) -> Binary {
         use std::io::BufRead;
         let bin = env!("CARGO_BIN_EXE_mcpmon");
@@ -579,7 +627,7 @@ impl Binary {
                 "--web.listen-address",
                 "127.0.0.1:0",
                 "--log.format",
-                "json",
+                log_format,
             ])
             .args(extra)
             .stdout(Stdio::null())
@@ -595,11 +643,18 @@ impl Binary {
                 .lines()
                 .map_while(Result::ok)
             {
-                let address = serde_json::from_str::<Value>(&line).ok().and_then(|v| {
-                    (v["fields"]["message"] == "listening")
+                let address = match serde_json::from_str::<Value>(&line) {
+                    Ok(v) => (v["fields"]["message"] == "listening")
                         .then(|| v["fields"]["address"].as_str().map(str::to_owned))
+                        .flatten(),
+                    // A text line: `… listening address=127.0.0.1:PORT tls=false`.
+                    Err(_) => line
+                        .contains("listening")
+                        .then(|| line.split("address=").nth(1))
                         .flatten()
-                });
+                        .and_then(|rest| rest.split_whitespace().next())
+                        .map(str::to_owned),
+                };
                 if let Some(a) = address {
                     let _ = tx.send(a);
                 }
