@@ -96,6 +96,8 @@ pub struct Supervisor {
     pub stuck: watch::Receiver<u64>,
     /// Fires on shutdown or when this server is removed.
     pub cancel: CancellationToken,
+    /// Turns to open a session, shared by every supervisor.
+    pub admission: Arc<tokio::sync::Semaphore>,
 }
 
 /// The verdict reason for a transport failure.
@@ -135,10 +137,14 @@ impl Supervisor {
         let mut sessions: u64 = 0;
         loop {
             self.send(Event::Connecting { after }).await;
-            let started = Instant::now();
-            let opened = tokio::select! {
+            let (started, opened) = tokio::select! {
                 _ = self.cancel.cancelled() => break,
-                r = self.connector.open(era_hint) => r,
+                r = async {
+                    // Waiting for a turn is not part of connect_timeout,
+                    // nor of the handshake's time.
+                    let _turn = self.admission.acquire().await;
+                    (Instant::now(), self.connector.open(era_hint).await)
+                } => r,
             };
             let reason = match opened {
                 Err(e) => {
@@ -153,7 +159,7 @@ impl Supervisor {
                 }
                 Ok(session) => {
                     sessions += 1;
-                    era_hint = Some(session.era());
+                    era_hint = session.remembered_era();
                     let (has_health, ttl) = self.opened(session.as_ref(), started).await;
                     let opened_at = Instant::now();
                     let relist = relist_after(ttl, &self.spec.settings);
@@ -237,14 +243,12 @@ impl Supervisor {
         let spec = self.spec.clone();
         let s = &spec.settings;
         let live_kind = probe::liveness::kind(session.era());
-        // The handshake was the first liveness answer; the first ping waits a
-        // per-server share of the interval, so a large fleet opened at once
-        // is not pinged in the same millisecond ever after.
-        let mut ping_tick = tokio::time::interval_at(
-            Instant::now() + stagger(&spec.id, s.ping_interval.0),
-            s.ping_interval.0,
-        );
-        ping_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // The first liveness probe goes at once: the session's first verdict
+        // waits for it (the handshake is no liveness answer). Later ones
+        // come every ping_interval, jittered (see `jittered`).
+        let ping_due = tokio::time::sleep_until(Instant::now());
+        tokio::pin!(ping_due);
+        let mut pings: u64 = 0;
         let mut hc_tick = tokio::time::interval(s.health_check_interval.0);
         hc_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         // The session's opening listed the tools; list again when that
@@ -313,7 +317,11 @@ impl Supervisor {
                     }
                     self.evidence(session).await;
                 }
-                _ = ping_tick.tick() => {
+                _ = &mut ping_due => {
+                    pings += 1;
+                    ping_due
+                        .as_mut()
+                        .reset(Instant::now() + jittered(s.ping_interval.0, &spec.id, pings));
                     if ping.is_some() || held {
                         // Never pile pings up: the one in flight is still
                         // evidence, and one more interval without its answer
@@ -373,7 +381,8 @@ impl Supervisor {
                     listing = None;
                     match listed {
                         Ok(tools) => {
-                            tools_due.as_mut().reset(Instant::now() + relist_after(tools.ttl, s));
+                            let relist = jittered(relist_after(tools.ttl, s), &spec.id, pings);
+                            tools_due.as_mut().reset(Instant::now() + relist);
                             has_health = tools.names().any(|n| n == s.health_check_tool);
                             self.send(Event::Tools { tools, health_check: has_health }).await;
                         }
@@ -465,8 +474,9 @@ async fn stuck_signal(mut rx: tokio::sync::watch::Receiver<u64>, number: u64) ->
 }
 
 /// How long a probe that saw a stdio pipe close waits for the process's
-/// exit, so the detail names it ("killed by signal 9").
-const EXIT_GRACE: Duration = Duration::from_millis(200);
+/// exit and its last words, so the detail names them ("exited with code 1;
+/// stderr: «…»").
+const EXIT_GRACE: Duration = Duration::from_millis(500);
 
 /// A probe saw the link die.
 /// When to list the tools again: when the server says the listing goes
@@ -527,11 +537,16 @@ fn failure_detail(o: &ProbeOutcome) -> String {
     }
 }
 
-/// A stable offset in `[0, period)` derived from the server id.
-fn stagger(id: &str, period: Duration) -> Duration {
+/// `period`, give or take a tenth, different for each server and each
+/// turn `n` (and the same for the same ones, so runs repeat). The 2026-07-28
+/// caching rules ask a client that polls for jitter; without it a fleet
+/// opened together, or reconnected together after an outage, stays in step
+/// and pings in the same millisecond ever after.
+pub(super) fn jittered(period: Duration, id: &str, n: u64) -> Duration {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    id.hash(&mut h);
-    let nanos = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX).max(1);
-    Duration::from_nanos(h.finish() % nanos)
+    (id, n).hash(&mut h);
+    // A fraction in [0, 1) from the hash's top 24 bits.
+    let fraction = (h.finish() >> 40) as f64 / f64::from(1u32 << 24);
+    period.mul_f64(0.9 + 0.2 * fraction)
 }

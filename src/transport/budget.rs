@@ -359,14 +359,50 @@ enum Admit {
 /// A transport whose every inbound message passes the meter (see the
 /// module's documentation).
 pub struct Metered<T> {
-    inner: T,
+    /// Always there until dropped (then perhaps handed back).
+    inner: Option<T>,
     meter: Arc<Meter>,
+    /// Where the transport goes when this is dropped, to be used again.
+    back: Option<Returned<T>>,
 }
+
+/// Where a dropped [`Metered`] puts its transport back.
+pub type Returned<T> = Arc<Mutex<Option<T>>>;
 
 impl<T> Metered<T> {
     /// Meter `inner` with `meter`.
     pub fn new(inner: T, meter: Arc<Meter>) -> Self {
-        Metered { inner, meter }
+        Metered {
+            inner: Some(inner),
+            meter,
+            back: None,
+        }
+    }
+
+    /// Meter `inner`, and put it into `back` when dropped: a handshake
+    /// that rmcp gave up on (a `server/discover` a legacy server did not
+    /// answer as modern) can go on with `initialize` over the same pipes.
+    pub fn returning(inner: T, meter: Arc<Meter>, back: Returned<T>) -> Self {
+        Metered {
+            inner: Some(inner),
+            meter,
+            back: Some(back),
+        }
+    }
+
+    fn inner(&mut self) -> &mut T {
+        // Taken only in `drop`.
+        self.inner
+            .as_mut()
+            .expect("a metered transport holds its transport until dropped")
+    }
+}
+
+impl<T> Drop for Metered<T> {
+    fn drop(&mut self) {
+        if let (Some(back), Some(inner)) = (&self.back, self.inner.take()) {
+            *back.lock().unwrap_or_else(|p| p.into_inner()) = Some(inner);
+        }
     }
 }
 
@@ -426,8 +462,8 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Metered<T> {
         {
             self.meter.expect_progress(r.id.clone(), token);
         }
-        let sent = self.inner.send(item);
         let meter = self.meter.clone();
+        let sent = self.inner().send(item);
         async move {
             let r = sent.await;
             if reply {
@@ -442,7 +478,7 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Metered<T> {
             if self.meter.breach().is_some() {
                 return None;
             }
-            let msg = self.inner.receive().await?;
+            let msg = self.inner().receive().await?;
             match self.meter.admit(&msg, Instant::now()) {
                 Admit::Pass => return Some(msg),
                 Admit::Drop => continue,
@@ -452,7 +488,7 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Metered<T> {
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.inner.close()
+        self.inner().close()
     }
 }
 

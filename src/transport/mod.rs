@@ -17,8 +17,10 @@ pub mod child;
 pub mod fake;
 pub mod lean_link;
 pub mod oauth2;
+pub mod open;
 pub mod procstat;
 pub mod recorder;
+pub mod reset;
 pub mod session;
 pub mod tools;
 
@@ -205,6 +207,12 @@ pub use procstat::Sample as ProcessSample;
 pub trait Session: Send + Sync {
     /// The era this session speaks.
     fn era(&self) -> Era;
+    /// The era to try first next time: the one spoken, when the server's
+    /// answer settled it (not when a silent `server/discover` only made
+    /// way for `initialize`).
+    fn remembered_era(&self) -> Option<Era> {
+        Some(self.era())
+    }
     /// Who the server said it is.
     fn info(&self) -> &ServerInfo;
     /// The era's liveness request (`ping` or `server/discover`).

@@ -19,24 +19,20 @@ use rmcp::model::{
     PaginatedRequestParams, PingRequest, ProgressNotificationParam, ProtocolVersion, ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
-use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientHandler, RoleClient};
 
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientCacheConfig, ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
-
-use super::budget::{BUDGET, Meter, Metered, MeteredRead};
-use super::child::{self, Child};
+use super::budget::{BUDGET, Meter};
+use super::child::Child;
 use super::lean_link::{CallError, Deadlines, LeanLink};
 use super::oauth2::TokenSource;
-use super::recorder::Recorder;
 use super::{
     BoxFuture, Connector, Era, LinkFailure, OpenError, Progress, RequestError, ServerInfo, Session,
     ToolCall, ToolCallError, truncate,
 };
-use crate::config::{KNOWN_VERSIONS, Protocol, ServerSpec, TransportSpec, is_modern};
+use crate::config::ServerSpec;
 
 /// Largest single message accepted from a server.
-const MAX_LINE_BYTES: usize = BUDGET.message_bytes;
+pub(super) const MAX_LINE_BYTES: usize = BUDGET.message_bytes;
 /// Most tools read from `tools/list` (pages are followed up to this).
 pub const MAX_TOOLS: usize = 1024;
 const MAX_TOOL_PAGES: usize = 16;
@@ -64,7 +60,7 @@ fn classify(e: ServiceError, timeout: Duration) -> RequestError {
 
 /// Progress notifications the server sent for mcpmon's requests.
 #[derive(Debug, Default)]
-struct Activity {
+pub(super) struct Activity {
     count: AtomicU64,
     state: std::sync::Mutex<Intervals>,
 }
@@ -130,10 +126,21 @@ impl Activity {
 /// pings (rmcp's default), and records progress notifications. (What else
 /// a server sends is handled, or dropped, by the [`Meter`] before rmcp.)
 #[derive(Clone)]
-struct Monitor {
+pub(super) struct Monitor {
     activity: Arc<Activity>,
     /// Offered in a legacy `initialize`.
     legacy_version: ProtocolVersion,
+}
+
+impl Monitor {
+    /// mcpmon's side, recording progress into `activity`, offering
+    /// `legacy_version` in an `initialize`.
+    pub(super) fn new(activity: Arc<Activity>, legacy_version: ProtocolVersion) -> Self {
+        Monitor {
+            activity,
+            legacy_version,
+        }
+    }
 }
 
 impl ClientHandler for Monitor {
@@ -156,7 +163,7 @@ impl ClientHandler for Monitor {
 }
 
 /// What carries a session's requests.
-enum Link {
+pub(super) enum Link {
     /// rmcp's service: stdio, and the modern era.
     Rmcp(RunningService<RoleClient, Monitor>),
     /// A legacy HTTP session rmcp opened and mcpmon holds itself.
@@ -164,26 +171,28 @@ enum Link {
 }
 
 /// A lean link, and what initializing it again takes.
-struct Lean {
-    link: Arc<LeanLink>,
-    spec: Box<ServerSpec>,
-    http: reqwest::Client,
-    version: ProtocolVersion,
+pub(super) struct Lean {
+    pub(super) link: Arc<LeanLink>,
+    pub(super) spec: Box<ServerSpec>,
+    pub(super) http: reqwest::Client,
+    pub(super) version: ProtocolVersion,
 }
 
 /// An open session.
 pub struct RmcpSession {
-    link: Link,
+    pub(super) link: Link,
     /// What the server sends is metered here; tripped ends the session.
-    meter: Arc<Meter>,
-    child: Option<Child>,
-    era: Era,
-    info: ServerInfo,
-    activity: Arc<Activity>,
+    pub(super) meter: Arc<Meter>,
+    pub(super) child: Option<Child>,
+    pub(super) era: Era,
+    /// Whether the era was settled by the server's answer.
+    pub(super) conclusive: bool,
+    pub(super) info: ServerInfo,
+    pub(super) activity: Arc<Activity>,
     /// OAuth tokens, when the server is configured with `oauth2`.
-    tokens: Option<Arc<TokenSource>>,
+    pub(super) tokens: Option<Arc<TokenSource>>,
     /// The expiry of a static bearer token that is a JWT.
-    static_expiry: Option<std::time::SystemTime>,
+    pub(super) static_expiry: Option<std::time::SystemTime>,
 }
 
 /// Opens [`RmcpSession`]s to one configured server.
@@ -205,286 +214,6 @@ impl Connector for RmcpConnector {
 }
 
 impl RmcpSession {
-    /// Open a session: spawn or connect, then the handshake the era needs,
-    /// all within the server's `connect_timeout`. `hint` is the era this
-    /// server spoke last time, which skips detection under `protocol: auto`.
-    pub async fn open(
-        spec: &ServerSpec,
-        http: &reqwest::Client,
-        hint: Option<Era>,
-    ) -> Result<RmcpSession, OpenError> {
-        let activity = Arc::new(Activity::default());
-        let (lifecycle, legacy_version) = lifecycle(&spec.protocol, hint);
-        let detecting = matches!(lifecycle, ClientLifecycleMode::Auto { .. });
-        match Self::open_with(
-            spec,
-            http,
-            lifecycle,
-            legacy_version.clone(),
-            activity.clone(),
-        )
-        .await
-        {
-            // Detection failed in a way a legacy server can cause: it exited
-            // on `server/discover`, or answered it with something that is not
-            // a discover result. The exchange cannot continue on that
-            // transport, so start afresh and speak legacy from the start.
-            Err(first)
-                if detecting
-                    && matches!(
-                        first.failure,
-                        LinkFailure::Exited | LinkFailure::HandshakeFailed
-                    ) =>
-            {
-                tracing::debug!(server = %spec.id, error = %first, "server/discover failed; retrying with initialize");
-                Self::open_with(
-                    spec,
-                    http,
-                    ClientLifecycleMode::Initialize,
-                    legacy_version,
-                    activity,
-                )
-                .await
-                .map_err(|second| OpenError {
-                    detail: truncate(
-                        &format!(
-                            "{} (after server/discover failed: {})",
-                            second.detail, first.detail
-                        ),
-                        600,
-                    ),
-                    ..second
-                })
-            }
-            r => r,
-        }
-    }
-
-    async fn open_with(
-        spec: &ServerSpec,
-        http: &reqwest::Client,
-        lifecycle: ClientLifecycleMode,
-        legacy_version: ProtocolVersion,
-        activity: Arc<Activity>,
-    ) -> Result<RmcpSession, OpenError> {
-        let deadline = spec.settings.connect_timeout.0;
-        let offered = legacy_version.clone();
-        let handler = Monitor {
-            activity: activity.clone(),
-            legacy_version,
-        };
-        let meter = Arc::new(Meter::default());
-        let flooded = |phase, meter: &Meter| {
-            let breach = meter.breach().unwrap_or(super::budget::Breach::Messages);
-            OpenError {
-                failure: breach.failure(),
-                phase,
-                detail: breach.describe(meter.budget()),
-            }
-        };
-        let mut recorded: Option<(Recorder, reqwest::Url)> = None;
-        let mut tokens: Option<Arc<TokenSource>> = None;
-        let mut static_expiry = None;
-        let (service, child) = match &spec.transport {
-            TransportSpec::Stdio { .. } => {
-                let spawned = child::spawn(&spec.id, &spec.transport, spec.scrubber.clone())
-                    .map_err(|e| OpenError {
-                        failure: LinkFailure::ConnectFailed,
-                        phase: "spawn",
-                        detail: e.to_string(),
-                    })?;
-                let transport = Metered::new(
-                    rmcp::transport::async_rw::AsyncRwTransport::new_client(
-                        MeteredRead::new(spawned.stdout, meter.clone()),
-                        spawned.stdin,
-                    )
-                    .with_max_line_length(MAX_LINE_BYTES),
-                    meter.clone(),
-                );
-                let child = spawned.child;
-                let started = tokio::time::timeout(
-                    deadline,
-                    handler.serve_with_lifecycle(transport, lifecycle),
-                )
-                .await;
-                match started {
-                    Ok(Ok(service)) => (service, Some(child)),
-                    Ok(Err(_)) if meter.breach().is_some() => {
-                        child.shutdown(Duration::from_millis(500)).await;
-                        return Err(flooded("handshake", &meter));
-                    }
-                    Ok(Err(e)) => {
-                        // Give a dying child a moment to be reaped so the reason is right.
-                        let exit = tokio::time::timeout(Duration::from_millis(200), child.exited())
-                            .await
-                            .ok();
-                        child.shutdown(Duration::from_millis(500)).await;
-                        return Err(match exit {
-                            Some(exit) => OpenError {
-                                failure: LinkFailure::Exited,
-                                phase: "handshake",
-                                detail: format!("process {exit} during the handshake"),
-                            },
-                            None => OpenError {
-                                failure: LinkFailure::HandshakeFailed,
-                                phase: "handshake",
-                                detail: truncate(&e.to_string(), 300),
-                            },
-                        });
-                    }
-                    Err(_) => {
-                        child.shutdown(Duration::from_millis(500)).await;
-                        return Err(OpenError {
-                            failure: LinkFailure::HandshakeFailed,
-                            phase: "handshake",
-                            detail: format!("no handshake within {deadline:?}"),
-                        });
-                    }
-                }
-            }
-            TransportSpec::Http {
-                url,
-                headers,
-                bearer_token,
-                oauth2,
-            } => {
-                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-                config.max_json_response_size = MAX_LINE_BYTES;
-                config.max_sse_event_size = MAX_LINE_BYTES;
-                if let Some(token) = bearer_token {
-                    config = config.auth_header(token.expose().to_owned());
-                    static_expiry = super::oauth2::jwt_expiry(token.expose());
-                }
-                if let Some(o) = oauth2 {
-                    let source = Arc::new(TokenSource::new(
-                        o.clone(),
-                        http.clone(),
-                        spec.scrubber.clone(),
-                    ));
-                    // No token, no session: the refusal is the verdict.
-                    let token = source.token().await.map_err(|e| OpenError {
-                        failure: LinkFailure::Unauthenticated,
-                        phase: "connect",
-                        detail: e.to_string(),
-                    })?;
-                    config = config.auth_header(token.to_string());
-                    tokens = Some(source);
-                }
-                let mut custom = std::collections::HashMap::new();
-                for (k, v) in headers {
-                    if let (Ok(name), Ok(value)) = (
-                        reqwest::header::HeaderName::from_bytes(k.as_bytes()),
-                        reqwest::header::HeaderValue::from_str(v.expose()),
-                    ) {
-                        custom.insert(name, value);
-                    }
-                }
-                config = config.custom_headers(custom);
-                let recorder = Recorder::new(http.clone()).with_meter(meter.clone());
-                let recorder = match &tokens {
-                    Some(t) => recorder.with_tokens(t.clone()),
-                    None => recorder,
-                };
-                recorded = Some((recorder.clone(), url.clone()));
-                let transport = Metered::new(
-                    StreamableHttpClientTransport::with_client(recorder, config),
-                    meter.clone(),
-                );
-                match tokio::time::timeout(
-                    deadline,
-                    handler.serve_with_lifecycle(transport, lifecycle),
-                )
-                .await
-                {
-                    Ok(Ok(service)) => (service, None),
-                    Ok(Err(_)) if meter.breach().is_some() => {
-                        return Err(flooded("handshake", &meter));
-                    }
-                    Ok(Err(e)) => {
-                        let mut refused = classify_open(&e);
-                        if refused.failure == LinkFailure::Unauthenticated
-                            && let Some(found) =
-                                super::oauth2::protected_resource(http, url, &refused.detail).await
-                        {
-                            refused.detail = truncate(&format!("{}; {found}", refused.detail), 600);
-                        }
-                        return Err(refused);
-                    }
-                    Err(_) => {
-                        return Err(OpenError {
-                            failure: LinkFailure::HandshakeFailed,
-                            phase: "handshake",
-                            detail: format!("no handshake within {deadline:?}"),
-                        });
-                    }
-                }
-            }
-        };
-        // A monitor must never be answered from a cache.
-        service
-            .peer()
-            .set_response_cache_config(ClientCacheConfig::disabled())
-            .await;
-        let peer_info = service.peer().peer_info();
-        let info = peer_info
-            .as_ref()
-            .map(|p| {
-                let (name, version) = p
-                    .server_info
-                    .as_ref()
-                    .map(|i| (i.name.clone(), i.version.clone()))
-                    .unwrap_or_default();
-                let version_spoken = p.protocol_version.to_string();
-                ServerInfo {
-                    // A revision mcpmon does not know is shown as such, not
-                    // copied: the server chose that string.
-                    protocol_version: if KNOWN_VERSIONS.contains(&version_spoken.as_str()) {
-                        version_spoken
-                    } else {
-                        "unknown".to_owned()
-                    },
-                    name: truncate(&name, 128),
-                    version: truncate(&version, 64),
-                }
-            })
-            .unwrap_or_default();
-        let era = if is_modern(&info.protocol_version) {
-            Era::Modern
-        } else {
-            Era::Legacy
-        };
-        // A legacy HTTP session is a session id and headers: keep those,
-        // and let rmcp's tasks and channels go (see `lean_link`).
-        let link = match recorded {
-            Some((recorder, url)) if era == Era::Legacy => {
-                match LeanLink::take_over(http.clone(), url, &recorder, meter.clone()) {
-                    Some(link) => {
-                        let _ =
-                            tokio::time::timeout(Duration::from_secs(2), service.cancel()).await;
-                        Link::Lean(Lean {
-                            link: Arc::new(link),
-                            spec: Box::new(spec.clone()),
-                            http: http.clone(),
-                            version: offered,
-                        })
-                    }
-                    None => Link::Rmcp(service),
-                }
-            }
-            _ => Link::Rmcp(service),
-        };
-        Ok(RmcpSession {
-            meter,
-            link,
-            child,
-            era,
-            info,
-            activity,
-            tokens,
-            static_expiry,
-        })
-    }
-
     /// The stdio child, if this is a stdio session.
     pub fn child(&self) -> Option<&Child> {
         self.child.as_ref()
@@ -723,15 +452,13 @@ impl RmcpSession {
             Err(CallError::Expired) => {}
             other => return other,
         }
-        let left = deadlines.max_at.saturating_duration_since(Instant::now());
-        let again = tokio::time::timeout(
-            left,
-            Self::open_with(
+        let again = tokio::time::timeout_at(
+            deadlines.max_at,
+            super::open::open_http(
                 &lean.spec,
                 &lean.http,
-                ClientLifecycleMode::Initialize,
-                lean.version.clone(),
-                self.activity.clone(),
+                &super::open::Plan::Initialize(lean.version.clone()),
+                deadlines.max_at,
             ),
         )
         .await;
@@ -828,6 +555,10 @@ impl Session for RmcpSession {
         self.era
     }
 
+    fn remembered_era(&self) -> Option<Era> {
+        self.conclusive.then_some(self.era)
+    }
+
     fn info(&self) -> &ServerInfo {
         &self.info
     }
@@ -857,7 +588,7 @@ impl Session for RmcpSession {
         Box::pin(async move {
             let exited = async {
                 match &self.child {
-                    Some(c) => format!("process {}", c.exited().await),
+                    Some(c) => format!("process {}", c.epitaph().await),
                     None => std::future::pending().await,
                 }
             };
@@ -917,32 +648,6 @@ impl Session for RmcpSession {
                 child.shutdown(grace).await;
             }
         })
-    }
-}
-
-/// The lifecycle to use and the version to offer in a legacy `initialize`.
-fn lifecycle(protocol: &Protocol, hint: Option<Era>) -> (ClientLifecycleMode, ProtocolVersion) {
-    let latest_legacy = ProtocolVersion::V_2025_11_25;
-    let modern = || ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    };
-    match (protocol, hint) {
-        (Protocol::Auto, None) => (
-            ClientLifecycleMode::Auto {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                legacy_version: Some(latest_legacy.clone()),
-            },
-            latest_legacy,
-        ),
-        (Protocol::Auto, Some(Era::Modern)) => (modern(), latest_legacy),
-        (Protocol::Auto, Some(Era::Legacy)) => (ClientLifecycleMode::Initialize, latest_legacy),
-        (Protocol::Pinned(v), _) if is_modern(v) => (modern(), latest_legacy),
-        (Protocol::Pinned(v), _) => {
-            // Config validation only admits known revisions, so this parses.
-            let version = serde_json::from_value(serde_json::Value::String(v.clone()))
-                .unwrap_or(latest_legacy);
-            (ClientLifecycleMode::Initialize, version)
-        }
     }
 }
 
@@ -1026,7 +731,7 @@ pub(super) fn classify_transport(e: &(dyn std::error::Error + 'static)) -> Reque
     RequestError::Transport(text)
 }
 
-fn classify_open(e: &rmcp::service::ClientInitializeError) -> OpenError {
+pub(super) fn classify_open(e: &rmcp::service::ClientInitializeError) -> OpenError {
     use rmcp::service::ClientInitializeError as E;
     // `TransportError` keeps its cause in a field that is not a `source()`.
     let (class, detail) = match e {
