@@ -118,6 +118,8 @@ pub struct Options {
     pub shard: Shard,
     /// What `/metrics` carries per server.
     pub exposition: output::metrics::Exposition,
+    /// Most handshakes at once; four per core when `None`.
+    pub handshakes: Option<usize>,
 }
 
 /// Run mcpmon on `listener` until `shutdown` resolves, then close every
@@ -162,7 +164,12 @@ pub async fn run_with(
         grace,
         cancel.child_token(),
     ));
-    let supervisors = Supervisors::new(http, fleet_tx.clone(), cancel.child_token());
+    let supervisors = Supervisors::new(http, fleet_tx.clone(), cancel.child_token())
+        .with_handshakes(
+            options
+                .handshakes
+                .unwrap_or_else(supervise::default_handshakes),
+        );
     let (sd_tx, mut sd_rx) = mpsc::channel::<discovery::Update>(64);
     let path = config.path.clone();
     // Discovered entries may not aim mcpmon at itself.

@@ -76,6 +76,11 @@ struct Cli {
     /// StatefulSet names its pods (mcpmon-2 is index 2).
     #[arg(long = "shard.index-from-hostname", conflicts_with = "shard_index")]
     shard_index_from_hostname: bool,
+    /// Most handshakes (spawn or connect, and the protocol handshake) at
+    /// once; the rest wait their turn, and a server's connect_timeout counts
+    /// from it. 0 means four per core, at least four.
+    #[arg(long = "handshake.concurrency", default_value_t = 0)]
+    handshake_concurrency: usize,
     /// Async runtime worker threads; 0 means one per core. One thread
     /// costs the least CPU per probe (no wake-ups across threads) and holds
     /// 10 000 servers at one probe per 10 s with room to spare; add threads
@@ -266,6 +271,8 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                     telemetry_path: Some(cli.telemetry_path.clone()),
                     extra_listeners: listeners,
                     shard,
+                    handshakes: (cli.handshake_concurrency > 0)
+                        .then_some(cli.handshake_concurrency),
                     exposition: Exposition {
                         histograms: cli.histograms,
                         detail: cli.metrics_detail,

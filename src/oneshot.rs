@@ -186,7 +186,7 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
     report.state = j.state;
     report.reason = j.reason;
     if j.reason != Reason::Ok && report.detail.is_empty() {
-        report.detail = tracker.problem().to_owned();
+        report.detail = tracker.problem(Instant::now());
     }
     boxed.close(Duration::from_secs(2)).await;
     report

@@ -27,7 +27,7 @@ const TUNABLES: &str = "`ping_interval`, `ping_timeout`, `connect_timeout`, `req
 `health_check_interval`, `health_check_timeout`, `health_check_tool`, `health_check_arguments`, \
 `health_check_max_fields`, `tools_interval`, `stuck_after`, `window`, `rise`, `fall`, `healthy_max_error_ratio`, \
 `healthy_max_latency`, `degraded_max_error_ratio`, `degraded_max_latency`, `backoff_initial`, \
-`backoff_max`, `backoff_reset_after`, `protocol`";
+`backoff_max`, `backoff_reset_after`, `protocol`, `stderr_log_level`";
 
 #[test]
 fn invalid_files_are_pinned_to_their_messages() {

@@ -232,7 +232,7 @@ async fn never_answers_initialize() {
         v["detail"]
             .as_str()
             .unwrap_or("")
-            .contains("no handshake within"),
+            .contains("no answer to initialize within"),
         "{v}"
     );
     let base = held(mon.pid());
@@ -274,13 +274,14 @@ async fn garbage_on_stdout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_between_answers_and_a_stderr_flood_are_survived() {
-    let (_d, mon) = start(&[stdio_cmd(
+    // Logged at info for this server (debug is the default).
+    let noisy = stdio_cmd(
         "noisy",
         "python3",
         &[&hostile(), "stdio", "noisy"],
         &marker("fn"),
-    )])
-    .await;
+    );
+    let (_d, mon) = start(&[format!("{noisy}    stderr_log_level: info\n")]).await;
     let (v, _) = wait_for(&mon, "noisy", "healthy", None, PATIENCE).await;
     assert_eq!(v["sessions"], 1, "{v}");
     tokio::time::sleep(Duration::from_secs(3)).await;

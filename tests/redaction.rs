@@ -46,6 +46,7 @@ async fn a_planted_secret_appears_in_no_output() {
     command: /bin/sh
     args: ["-c", "echo \"starting with password $DB_PASSWORD\" >&2; exec {demo} --name env"]
     env: {{DB_PASSWORD: "${{PLANTED}}"}}
+    stderr_log_level: info
 "#,
             live_url = live.url,
         ),
@@ -136,4 +137,60 @@ async fn a_planted_secret_appears_in_no_output() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!text.contains(SECRET), "probe: {text}");
+}
+
+/// What one server's settings are (literal `env:` values such as a log
+/// level or a bind address) never censors another server's text: only
+/// what the operator marked secret is, and only in its own server's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_server_s_literal_env_values_never_change_another_server_s_text() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("fleet.yaml");
+    let demo = demo_server().display().to_string();
+    let dead = free_port();
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"{FAST_GLOBAL}servers:
+  - id: settings
+    transport: stdio
+    command: {demo:?}
+    args: ["--name", "settings"]
+    env: {{FASTMCP_LOG_LEVEL: ERROR, BIND_HOST: 127.0.0.1, LOG_FORMAT: plain}}
+  - id: talker
+    transport: stdio
+    command: /bin/sh
+    args: ["-c", "echo 'ERROR listening on 127.0.0.1 in plain words' >&2; exec {demo} --name talker"]
+    stderr_log_level: info
+  - id: remote
+    transport: http
+    url: http://127.0.0.1:{dead}/mcp
+"#
+        ),
+    )
+    .expect("write");
+    let mon = Binary::start(&cfg, &[]).await;
+    for id in ["settings", "talker"] {
+        mon.wait_status(id, "healthy", Duration::from_secs(20))
+            .await;
+    }
+    let remote = mon
+        .wait_status("remote", "unhealthy", Duration::from_secs(20))
+        .await;
+    let detail = remote["detail"].as_str().unwrap_or("");
+    assert!(detail.contains("127.0.0.1"), "censored: {detail}");
+    let start = Instant::now();
+    while !mon.log_text().contains("in plain words") {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the talker's stderr was never logged"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let logs = mon.log_text();
+    assert!(
+        logs.contains("ERROR listening on 127.0.0.1 in plain words"),
+        "another server's settings changed the talker's line"
+    );
+    assert!(!logs.contains("<redacted>"), "nothing here is a secret");
 }

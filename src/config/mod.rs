@@ -100,6 +100,22 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// The level a stdio server's stderr lines are logged at.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    /// Not logged (still kept as the child's last words).
+    Off,
+    /// At debug: the default, since SDKs log every request to stderr and
+    /// the spec says stderr is no sign of error.
+    #[default]
+    Debug,
+    /// At info.
+    Info,
+    /// At warn.
+    Warn,
+}
+
 /// Which protocol era to speak to a server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Protocol {
@@ -218,6 +234,8 @@ tunables! {
     backoff_reset_after: Dur = secs(60);
     /// `auto`, or a protocol revision to pin.
     protocol: String = "auto".to_owned();
+    /// The level a stdio server's stderr is logged at: off, debug, info, warn.
+    stderr_log_level: LogLevel = LogLevel::Debug;
 }
 
 /// When `/health/fleet` answers 200.

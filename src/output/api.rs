@@ -311,8 +311,17 @@ struct ServerView<'a> {
     detail: &'a str,
     transport: &'a str,
     since: String,
+    /// The same as `since`, by the name people search for.
+    state_since: String,
+    last_transition: Option<TransitionView>,
     last_check: Option<String>,
     response_time_ms: Option<f64>,
+    handshake_ms: Option<f64>,
+    /// Whether a session is open; when not, era, names, tools and latency
+    /// are the last session's, ended at `session_ended`.
+    session_open: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_ended: Option<String>,
     era: Option<Era>,
     protocol_version: Option<&'a str>,
     server_name: Option<&'a str>,
@@ -326,6 +335,15 @@ struct ServerView<'a> {
     tools_missing: &'a [String],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     tools_invalid: Vec<InvalidTool<'a>>,
+}
+
+/// The last change of a server's state.
+#[derive(Serialize)]
+struct TransitionView {
+    from: State,
+    to: State,
+    reason: Reason,
+    at: String,
 }
 
 /// A listed tool that breaks the spec's rules.
@@ -345,8 +363,18 @@ impl<'a> ServerView<'a> {
             detail: &s.detail,
             transport: s.transport,
             since: rfc3339(s.since),
+            state_since: rfc3339(s.since),
+            last_transition: s.last_transition.map(|t| TransitionView {
+                from: t.from,
+                to: t.to,
+                reason: t.reason,
+                at: rfc3339(t.at),
+            }),
             last_check: s.last_check.map(rfc3339),
             response_time_ms: s.response_time_ms.map(|v| (v * 1000.0).round() / 1000.0),
+            handshake_ms: s.handshake_ms.map(|v| v.round()),
+            session_open: s.session_open,
+            session_ended: s.session_ended.map(rfc3339),
             era: s.era,
             protocol_version: info.map(|i| i.protocol_version.as_str()),
             server_name: info.map(|i| i.name.as_str()),

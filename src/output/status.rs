@@ -390,6 +390,35 @@ pub async fn server(AxState(st): AxState<ApiState>, Path(id): Path<String>) -> R
     let mut since = String::new();
     time(&mut since, Some(s.since), now);
     row("Since", since);
+    if let Some(t) = &s.last_transition {
+        let mut at = String::new();
+        time(&mut at, Some(t.at), now);
+        row(
+            "Last change",
+            format!(
+                "{} → {} ({}), {at}",
+                t.from.as_str(),
+                t.to.as_str(),
+                t.reason.as_str()
+            ),
+        );
+    }
+    let mut session = String::new();
+    if s.session_open {
+        session.push_str("open");
+    } else if let Some(ended) = s.session_ended {
+        session.push_str("none; the last ended ");
+        time(&mut session, Some(ended), now);
+        session.push_str(" (the fields below are from it)");
+    } else {
+        session.push_str("none yet");
+    }
+    row("Session", session);
+    row(
+        "Handshake",
+        s.handshake_ms
+            .map_or("—".to_owned(), |v| format!("{v:.0} ms")),
+    );
     let mut last = String::new();
     time(&mut last, s.last_check, now);
     row("Last check", last);

@@ -1,7 +1,14 @@
 //! Per-server evidence: what the supervisor reported, turned into the
 //! verdict's [`Evidence`], the published [`ServerStatus`] and the event
-//! timeline. No I/O and no clock of its own: the state owner (or `mcpmon
-//! probe`) calls it with what happened and `now`.
+//! timeline. No I/O: the state owner (or `mcpmon probe`) calls it with what
+//! happened and the monotonic `now` the judgment runs on; wall-clock times
+//! are read only to stamp what is published.
+//!
+//! A session's first verdict waits for its first liveness answer (or
+//! failure): the handshake is timed and published as what it is, never as
+//! a liveness sample, so a server that takes two seconds to start is not
+//! `slow` for its first seconds. The detail published is always the text of
+//! the published reason's own evidence.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -76,6 +83,8 @@ pub struct ServerStatus {
     /// When the state last changed.
     #[serde(serialize_with = "ser_time")]
     pub since: SystemTime,
+    /// The last change of state, if there was one.
+    pub last_transition: Option<Change>,
     /// When the last probe result arrived.
     #[serde(serialize_with = "ser_opt_time")]
     pub last_check: Option<SystemTime>,
@@ -85,12 +94,22 @@ pub struct ServerStatus {
     pub era: Option<Era>,
     /// Server identity of the current session.
     pub server_info: Option<ServerInfo>,
-    /// When the current session opened.
+    /// When the current session opened (or the last one, while none is).
     #[serde(serialize_with = "ser_opt_time")]
     pub session_started: Option<SystemTime>,
+    /// Whether a session is open now. When not, `era`, `server_info`, the
+    /// tools and the latency are the last session's, ended at
+    /// `session_ended`.
+    pub session_open: bool,
+    /// When the last session ended, while none is open.
+    #[serde(serialize_with = "ser_opt_time")]
+    pub session_ended: Option<SystemTime>,
+    /// How long the last handshake took (spawn or connect included).
+    pub handshake_ms: Option<f64>,
     /// Sessions opened so far.
     pub sessions: u64,
-    /// Liveness failures in a row.
+    /// Failures in a row: liveness probes and connection attempts, until
+    /// a liveness answer.
     pub consecutive_failures: u32,
     /// Tools in the latest listing.
     pub tools: Option<usize>,
@@ -109,6 +128,37 @@ pub struct ServerStatus {
     /// (since, state), oldest first: the status page's history strip.
     #[serde(skip)]
     pub history: Arc<VecDeque<(SystemTime, State)>>,
+}
+
+/// A change of published state.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Change {
+    /// The state before.
+    pub from: State,
+    /// The state after.
+    pub to: State,
+    /// Why.
+    pub reason: Reason,
+    /// When.
+    #[serde(serialize_with = "ser_time")]
+    pub at: SystemTime,
+}
+
+/// What each kind of evidence last said. The published detail is the text
+/// of the published reason's own evidence, never whatever was said last
+/// (a stopped process read "no liveness answer within 2s").
+#[derive(Debug, Default)]
+struct Problems {
+    /// Why the last connection attempt failed or the session was lost.
+    link: String,
+    /// The latest liveness failure (late, or an error answer).
+    liveness: String,
+    /// The latest failed probe of any kind.
+    failure: String,
+    /// The latest health_check failure or unreadable report.
+    health: String,
+    /// The latest throttle.
+    throttle: String,
 }
 
 /// Longest history kept for the status page.
@@ -136,9 +186,11 @@ pub struct Tracker {
     health_check_failed: bool,
     /// The latest answer was a throttle and nothing was served since.
     throttled: bool,
-    /// What the latest failure said (scrubbed), published as `detail`
-    /// whenever the published reason is not `ok`.
-    problem: String,
+    /// A session is open and has not answered a liveness probe yet: no
+    /// verdict is taken from it until it does (or fails).
+    awaiting_liveness: bool,
+    /// What each kind of evidence last said (scrubbed).
+    problems: Problems,
     /// The latest tool listing, kept across sessions so a redeploy that
     /// changes it is seen.
     surface: Option<ToolSurface>,
@@ -161,11 +213,15 @@ impl Tracker {
                 reason: Reason::Starting,
                 detail: String::new(),
                 since: SystemTime::now(),
+                last_transition: None,
                 last_check: None,
                 response_time_ms: None,
                 era: None,
                 server_info: None,
                 session_started: None,
+                session_open: false,
+                session_ended: None,
+                handshake_ms: None,
                 sessions: 0,
                 consecutive_failures: 0,
                 tools: None,
@@ -196,7 +252,8 @@ impl Tracker {
             reported: None,
             health_check_failed: false,
             throttled: false,
-            problem: String::new(),
+            awaiting_liveness: false,
+            problems: Problems::default(),
             surface: None,
             expected_tools: spec.expected_tools.clone(),
             scrubber: spec.scrubber.clone(),
@@ -235,17 +292,12 @@ impl Tracker {
             .filter(|want| !surface.names().any(|n| n == want.as_str()))
             .cloned()
             .collect();
-        if !self.status.tools_missing.is_empty() {
-            self.problem = format!(
-                "expected tools missing: {}",
-                self.status.tools_missing.join(", ")
-            );
-        }
         self.surface = Some(surface);
         diff
     }
 
-    /// A session opened: clean window, the handshake counts as an answer.
+    /// A session opened: a clean window, and no verdict from it until its
+    /// first liveness answer. The handshake's time is published as such.
     pub fn session_opened(
         &mut self,
         era: Era,
@@ -267,12 +319,13 @@ impl Tracker {
         self.status.era = Some(era);
         self.status.server_info = Some(info.clone());
         self.status.session_started = Some(SystemTime::now());
+        self.status.session_open = true;
+        self.status.session_ended = None;
         self.status.sessions += 1;
-
-        self.status.consecutive_failures = 0;
+        self.status.handshake_ms = Some(ms(handshake));
+        self.status.response_time_ms = None;
         self.status.health_check = None;
-        self.window.record(now, true, Outcome::Ok(handshake));
-        self.status.response_time_ms = Some(ms(handshake));
+        self.awaiting_liveness = true;
         let detail = format!(
             "{} {} speaking {} ({:?} era)",
             info.name, info.version, info.protocol_version, era
@@ -297,12 +350,16 @@ impl Tracker {
         } else {
             "connect_failed"
         };
+        if self.link == Link::Up {
+            self.status.session_ended = Some(SystemTime::now());
+        }
         self.link = Link::Down(reason);
-        self.status.era = None;
-        self.status.session_started = None;
+        self.awaiting_liveness = false;
+        self.status.session_open = false;
+        self.status.consecutive_failures += 1;
         self.status.last_check = Some(SystemTime::now());
         self.push_event(kind, reason, detail.clone());
-        self.problem = detail;
+        self.problems.link = detail;
         self.evaluate(now)
     }
 
@@ -312,10 +369,12 @@ impl Tracker {
         self.status.last_check = Some(SystemTime::now());
         self.window.record(now, true, Outcome::Timeout);
         self.liveness_late = true;
+        self.awaiting_liveness = false;
         // Unanswered since the throttle: that is no longer the news.
         self.throttled = false;
         self.status.consecutive_failures += 1;
-        self.problem = format!("no liveness answer within {timeout:?}");
+        self.problems.liveness = format!("no liveness answer within {timeout:?}");
+        self.problems.failure.clone_from(&self.problems.liveness);
         self.evaluate(now)
     }
 
@@ -334,7 +393,7 @@ impl Tracker {
             // Asked to call less: the server is there and chose not to serve
             // this probe. Not a failure in the window, not a sign it is down.
             self.throttled = true;
-            self.problem = self.scrub(&f.detail);
+            self.problems.throttle = self.scrub(&f.detail);
             return self.evaluate(now);
         }
         self.throttled = false;
@@ -351,7 +410,8 @@ impl Tracker {
         match &o.result {
             Ok(Answer::Health(report)) => self.health_report(Some(report.status), report, false),
             Err(f) if o.kind == crate::probe::ProbeKind::HealthCheck => {
-                self.problem = format!("health_check: {}", self.scrub(&f.detail));
+                self.problems.health = format!("health_check: {}", self.scrub(&f.detail));
+                self.problems.failure.clone_from(&self.problems.health);
                 // A timed-out health check says nothing about what the server thinks.
                 self.health_report(None, &Default::default(), !timed_out);
             }
@@ -361,12 +421,14 @@ impl Tracker {
     }
 
     fn liveness(&mut self, o: &ProbeOutcome, was_late: bool, timed_out: bool, now: Instant) {
+        self.awaiting_liveness = false;
         match &o.result {
             Ok(_) => {
                 if was_late {
                     // Its timeout is in the window already; the answer ends the episode.
                     self.window.recovered(now);
-                    self.problem = format!("liveness answered late, after {:?}", o.duration);
+                    self.problems.liveness =
+                        format!("liveness answered late, after {:?}", o.duration);
                 } else {
                     self.window.record(now, true, Outcome::Ok(o.duration));
                 }
@@ -385,7 +447,8 @@ impl Tracker {
                     self.status.consecutive_failures += 1;
                 }
                 self.liveness_late = timed_out;
-                self.problem = self.scrub(&f.detail);
+                self.problems.liveness = self.scrub(&f.detail);
+                self.problems.failure.clone_from(&self.problems.liveness);
             }
         }
     }
@@ -399,7 +462,7 @@ impl Tracker {
         self.reported = status;
         self.health_check_failed = failed || report.is_error;
         if status == Some(Reported::Unreadable) {
-            self.problem = "health_check: no status in any shape mcpmon reads".to_owned();
+            self.problems.health = "health_check: no status in any shape mcpmon reads".to_owned();
         }
         self.status.health_check = Some(HealthCheckStatus {
             status,
@@ -443,9 +506,6 @@ impl Tracker {
         let stopped = sample.state == RunState::Stopped;
         if stopped != self.stopped {
             self.stopped = stopped;
-            if stopped {
-                self.problem = "process is stopped (SIGSTOP or traced)".to_owned();
-            }
             return self.evaluate(now);
         }
         None
@@ -473,9 +533,60 @@ impl Tracker {
         now.saturating_duration_since(last)
     }
 
-    /// What the latest failure said, whatever the published state.
-    pub fn problem(&self) -> &str {
-        &self.problem
+    /// What the evidence says is wrong right now, before hysteresis, in
+    /// words: the detail of the judgement's reason.
+    pub fn problem(&self, now: Instant) -> String {
+        self.detail_for(self.judgement(now).reason, now)
+    }
+
+    /// The text that explains `reason`, from its own evidence.
+    fn detail_for(&self, reason: Reason, now: Instant) -> String {
+        let p = &self.problems;
+        let text = match reason {
+            Reason::Ok | Reason::Starting => String::new(),
+            Reason::Stopped => "process is stopped (SIGSTOP or traced)".to_owned(),
+            Reason::Stuck => format!(
+                "no answer or sign of life for {:?}",
+                self.thresholds.stuck_after
+            ),
+            Reason::Busy => format!(
+                "{}; the server shows signs of life (progress or CPU)",
+                p.liveness
+            ),
+            Reason::Unresponsive | Reason::Timeouts => p.liveness.clone(),
+            Reason::Errors => p.failure.clone(),
+            Reason::Slow => {
+                let w = self.window.stats(now);
+                let ms = |d: Option<Duration>| d.map_or(0, |d| d.as_millis());
+                format!(
+                    "liveness answers take {} ms (median of the last {}; {} ms the latest)",
+                    ms(w.median_latency),
+                    super::verdict::LATENCY_SAMPLES,
+                    ms(w.latest_latency)
+                )
+            }
+            Reason::Throttled if self.link == Link::Up => p.throttle.clone(),
+            Reason::ToolsMissing => format!(
+                "expected tools missing: {}",
+                self.status.tools_missing.join(", ")
+            ),
+            Reason::HealthCheckDegraded => "health_check said degraded".to_owned(),
+            Reason::HealthCheckUnhealthy => "health_check said unhealthy".to_owned(),
+            Reason::HealthCheckFailed | Reason::HealthCheckUnreadable => p.health.clone(),
+            Reason::Exited
+            | Reason::Unreachable
+            | Reason::ConnectFailed
+            | Reason::HandshakeFailed
+            | Reason::Unauthenticated
+            | Reason::Forbidden
+            | Reason::Throttled
+            | Reason::RequestFlood
+            | Reason::MessageFlood => p.link.clone(),
+        };
+        if self.awaiting_liveness && self.link == Link::Up && !text.is_empty() {
+            return format!("{text}; a new session is open, waiting for its first liveness answer");
+        }
+        text
     }
 
     /// What the evidence says right now, before hysteresis (for one-shot checks).
@@ -507,23 +618,31 @@ impl Tracker {
     }
 
     fn evaluate(&mut self, now: Instant) -> Option<Transition> {
+        if self.awaiting_liveness && self.link == Link::Up {
+            // No verdict from a session before its first liveness answer;
+            // the published one stands, its detail saying why.
+            self.status.detail = self.detail_for(self.status.reason, now);
+            return None;
+        }
         let judgement = self.judgement(now);
         let transition = self.hysteresis.observe(judgement, now);
         self.status.reason = self.hysteresis.reason();
-        // The latest problem's text is kept while the published state still
-        // says ok (hysteresis is counting), and shown once it does not.
-        if self.status.reason == Reason::Ok {
-            self.status.detail.clear();
-        } else {
-            self.status.detail.clone_from(&self.problem);
-        }
+        // The published reason's own text, so detail and reason always
+        // come from the same judgement.
+        self.status.detail = self.detail_for(self.status.reason, now);
         if let Some(t) = transition {
             if t.to == State::Healthy {
                 // Back to good: the next problem starts a new story.
-                self.problem.clear();
+                self.problems = Problems::default();
             }
             self.status.status = t.to;
             self.status.since = SystemTime::now();
+            self.status.last_transition = Some(Change {
+                from: t.from,
+                to: t.to,
+                reason: t.reason,
+                at: self.status.since,
+            });
             let history = Arc::make_mut(&mut self.status.history);
             history.push_back((self.status.since, t.to));
             // Keep one entry older than the hour: it is the state the hour began in.
@@ -613,7 +732,12 @@ mod tests {
         t.tools_listed(ToolSurface::from_json(["a", "b", "c"].map(
             |n| serde_json::json!({"name": n, "inputSchema": {"type": "object"}}),
         )));
-        t.session_opened(Era::Legacy, info, Duration::from_millis(2), now)
+        assert_eq!(
+            t.session_opened(Era::Legacy, info, Duration::from_millis(2), now),
+            None,
+            "no verdict before the first liveness answer"
+        );
+        t.probe(&answered(ProbeKind::Ping, 2), false, now)
     }
 
     fn kinds(t: &Tracker) -> Vec<&'static str> {
@@ -709,12 +833,88 @@ mod tests {
             Some("state_changed")
         );
         assert!(kinds(&t).contains(&"session_closed"));
-        assert_eq!(t.status().era, None);
+        // The lost session's fields stay, marked as the last known.
+        assert_eq!(t.status().era, Some(Era::Legacy));
+        assert!(!t.status().session_open);
+        assert!(t.status().session_ended.is_some());
         assert_eq!(
             (t.status().status, t.status().reason),
             (State::Unhealthy, Reason::Exited)
         );
         assert_eq!(t.status().detail, "gone");
+        let last = t.status().last_transition.expect("a transition");
+        assert_eq!(
+            (last.from, last.to, last.reason),
+            (State::Healthy, State::Unhealthy, Reason::Exited)
+        );
+    }
+
+    #[test]
+    fn a_slow_handshake_is_no_liveness_answer() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&spec("a"), t0);
+        let info = ServerInfo::default();
+        // Three seconds to start (npx, Python imports): far past the
+        // thresholds, and no verdict of its own.
+        assert_eq!(t.session_opened(Era::Legacy, info, secs(3), t0), None);
+        assert_eq!(t.status().status, State::Unknown);
+        assert_eq!(t.status().handshake_ms, Some(3000.0));
+        assert_eq!(t.status().response_time_ms, None);
+        let tr = t.probe(&answered(ProbeKind::Ping, 4), false, t0 + secs(3));
+        assert_eq!(
+            tr.map(|x| (x.from, x.to)),
+            Some((State::Unknown, State::Healthy))
+        );
+        assert_eq!(t.status().response_time_ms, Some(4.0));
+        assert_eq!(
+            t.status()
+                .events
+                .iter()
+                .filter(|e| e.kind == "state_changed")
+                .count(),
+            1,
+            "unknown, then healthy, and nothing between"
+        );
+    }
+
+    #[test]
+    fn failed_connects_count_as_failures_until_an_answer() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&spec("a"), t0);
+        for _ in 0..7 {
+            t.link_down(Reason::ConnectFailed, "refused", t0);
+        }
+        assert_eq!(t.status().consecutive_failures, 7);
+        t.session_opened(Era::Legacy, ServerInfo::default(), secs(1), t0);
+        assert_eq!(
+            t.status().consecutive_failures,
+            7,
+            "a handshake is no answer"
+        );
+        // Until then the old verdict stands, and says a session is open again.
+        assert_eq!(t.status().reason, Reason::ConnectFailed);
+        assert!(
+            t.status()
+                .detail
+                .starts_with("refused; a new session is open"),
+            "{}",
+            t.status().detail
+        );
+        t.probe(&answered(ProbeKind::Ping, 1), false, t0);
+        assert_eq!(t.status().consecutive_failures, 0);
+    }
+
+    #[test]
+    fn the_detail_explains_the_reason_published() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&spec("a"), t0);
+        open(&mut t, t0);
+        t.process(&sample(0, RunState::Stopped), t0 + secs(1));
+        assert_eq!(t.status().reason, Reason::Stopped);
+        // A ping goes late while it is stopped: still stopped, and said so.
+        t.liveness_late(secs(2), t0 + secs(3));
+        assert_eq!(t.status().reason, Reason::Stopped);
+        assert_eq!(t.status().detail, "process is stopped (SIGSTOP or traced)");
     }
 
     #[test]
@@ -992,7 +1192,7 @@ mod tests {
             "{}",
             last.detail
         );
-        assert_eq!(t.problem(), "health_check: HTTP 502");
+        assert_eq!(t.problem(t0), "health_check: HTTP 502");
         // Judged again with nothing new: the detail stays while the state does.
         t.tick(t0);
         assert_eq!(t.status().detail, "health_check: HTTP 502");
@@ -1011,13 +1211,16 @@ mod tests {
         t.probe(&answered(ProbeKind::Ping, 1), false, t0 + secs(1));
         t.probe(&answered(ProbeKind::Ping, 1), false, t0 + secs(1));
         assert_eq!(t.status().status, State::Healthy);
-        assert_eq!(t.problem(), "", "a new story starts");
-        // Slow now, with no failure text of its own: no stale detail.
+        assert_eq!(t.problem(t0 + secs(1)), "", "a new story starts");
+        // Slow now: the detail is the latency's, never the old failure's.
         for _ in 0..5 {
             t.probe(&answered(ProbeKind::Ping, 2000), false, t0 + secs(2));
         }
         assert_eq!(t.status().status, State::Unhealthy);
-        assert_eq!(t.status().detail, "");
+        assert_eq!(
+            t.status().detail,
+            "liveness answers take 2000 ms (median of the last 5; 2000 ms the latest)"
+        );
     }
 
     #[test]

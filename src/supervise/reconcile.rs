@@ -63,6 +63,18 @@ pub struct Supervisors {
     connect: MakeConnector,
     state: mpsc::Sender<Msg>,
     cancel: CancellationToken,
+    /// Turns to open a session: at most this many handshakes at once.
+    admission: Arc<tokio::sync::Semaphore>,
+}
+
+/// How many handshakes run at once by default: four per core, and at least
+/// four. A stdio server's start is mostly CPU (`npx` alone takes about a
+/// second of it), so 28 of them at once on 2 cores made 8 miss their
+/// `connect_timeout`; a remote handshake is mostly waiting, and a few per
+/// core keep a large HTTP fleet opening quickly.
+pub fn default_handshakes() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (4 * cores).max(4)
 }
 
 impl Supervisors {
@@ -89,7 +101,15 @@ impl Supervisors {
             connect,
             state,
             cancel,
+            admission: Arc::new(tokio::sync::Semaphore::new(default_handshakes())),
         }
+    }
+
+    /// At most `n` handshakes at once (at least one); a server's
+    /// `connect_timeout` is counted from when its turn comes.
+    pub fn with_handshakes(mut self, n: usize) -> Self {
+        self.admission = Arc::new(tokio::sync::Semaphore::new(n.max(1)));
+        self
     }
 
     async fn start(&mut self, spec: ServerSpec) {
@@ -111,6 +131,7 @@ impl Supervisors {
             state: self.state.clone(),
             stuck: stuck_rx,
             cancel: cancel.clone(),
+            admission: self.admission.clone(),
         };
         let handle = tokio::spawn(sup.run());
         self.running.insert(

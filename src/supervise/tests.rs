@@ -78,6 +78,7 @@ impl Harness {
             state: tx,
             stuck: stuck_rx,
             cancel: cancel.child_token(),
+            admission: Arc::new(tokio::sync::Semaphore::new(4)),
         };
         tokio::spawn(sup.run());
         Harness {
@@ -437,4 +438,178 @@ fn tools_are_listed_again_when_the_server_says_they_go_stale() {
         relist_after(Some(Duration::from_secs(86_400)), &s),
         Duration::from_secs(3600)
     );
+}
+
+/// A connector on a crowded machine: a handshake that takes `base` alone
+/// takes `base` times the handshakes running beside it over two cores, and
+/// fails at `timeout` if it has not finished (as `connect_timeout` does).
+struct Crowded {
+    inner: FakeConnector,
+    base: Duration,
+    timeout: Duration,
+    running: Arc<std::sync::atomic::AtomicUsize>,
+    peak: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Connector for Crowded {
+    fn open(
+        &self,
+        hint: Option<crate::transport::Era>,
+    ) -> crate::transport::BoxFuture<
+        '_,
+        Result<Box<dyn crate::transport::Session>, crate::transport::OpenError>,
+    > {
+        Box::pin(async move {
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.peak.fetch_max(now, Ordering::SeqCst);
+            let takes = self.base.mul_f64((now as f64 / 2.0).max(1.0));
+            tokio::time::sleep(takes.min(self.timeout)).await;
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            if takes > self.timeout {
+                return Err(crate::transport::OpenError {
+                    failure: crate::transport::LinkFailure::HandshakeFailed,
+                    phase: "handshake",
+                    detail: format!("no handshake within {:?}", self.timeout),
+                });
+            }
+            self.inner.open(hint).await
+        })
+    }
+}
+
+/// 40 servers whose handshakes take 2 s each on a crowded machine, opened
+/// together with `concurrency` handshakes at a time: how many ever read
+/// `handshake_failed`, how many are healthy after `settle`, and the most
+/// handshakes that ran at once.
+async fn herd(concurrency: usize, settle: Duration) -> (usize, usize, usize) {
+    let yaml: String = (0..40)
+        .map(|i| format!("  - {{ id: s{i}, transport: stdio, command: x }}\n"))
+        .collect();
+    let config = crate::config::parse(
+        std::path::Path::new("/f.yaml"),
+        &format!("global: {{ connect_timeout: 15s, ping_interval: 2s, ping_timeout: 1s }}\nservers:\n{yaml}"),
+        &|_| None,
+    )
+    .expect("valid");
+    let (tx, rx) = mpsc::channel(4096);
+    let (snap_tx, snaps) = watch::channel(Arc::new(Snapshot::default()));
+    let cancel = CancellationToken::new();
+    tokio::spawn(owner::run(
+        rx,
+        snap_tx,
+        FleetPolicy::default(),
+        40,
+        secs(60),
+        cancel.child_token(),
+    ));
+    let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let peak = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let make: super::reconcile::MakeConnector = {
+        let (running, peak) = (running.clone(), peak.clone());
+        Arc::new(move |_spec: &ServerSpec| {
+            Arc::new(Crowded {
+                inner: FakeConnector::new(Script::healthy()),
+                base: secs(2),
+                timeout: secs(15),
+                running: running.clone(),
+                peak: peak.clone(),
+            }) as Arc<dyn Connector>
+        })
+    };
+    let mut sups = super::Supervisors::with_connector(make, tx, cancel.child_token())
+        .with_handshakes(concurrency);
+    sups.apply(&config, secs(5)).await;
+    tokio::time::sleep(settle).await;
+    let snap = snaps.borrow().clone();
+    let failed = snap
+        .servers
+        .values()
+        .filter(|r| {
+            r.status
+                .events
+                .iter()
+                .any(|e| e.reason == Reason::HandshakeFailed)
+        })
+        .count();
+    let healthy = snap
+        .servers
+        .values()
+        .filter(|r| r.status.status == State::Healthy)
+        .count();
+    cancel.cancel();
+    (failed, healthy, peak.load(Ordering::SeqCst))
+}
+
+#[tokio::test(start_paused = true)]
+async fn forty_slow_handshakes_four_at_a_time_all_open_within_their_timeout() {
+    // Four at a time, each takes 4 s: ten turns, all within 15 s of their own.
+    let (failed, healthy, peak) = herd(4, secs(60)).await;
+    assert_eq!((failed, healthy), (0, 40));
+    assert_eq!(peak, 4);
+    // All at once, each would take 40 s: the herd the admission prevents.
+    let (failed, _, peak) = herd(40, secs(30)).await;
+    assert_eq!(peak, 40);
+    assert!(failed > 0, "the crowded connector must be able to fail");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_three_second_handshake_never_reads_slow() {
+    let slow_start = Crowded {
+        inner: FakeConnector::new(Script::healthy()),
+        base: secs(3),
+        timeout: secs(15),
+        running: Default::default(),
+        peak: Default::default(),
+    };
+    let start = Instant::now();
+    let (tx, rx) = mpsc::channel(1024);
+    let (snap_tx, snaps) = watch::channel(Arc::new(Snapshot::default()));
+    let cancel = CancellationToken::new();
+    tokio::spawn(owner::run(
+        rx,
+        snap_tx,
+        FleetPolicy::default(),
+        1,
+        secs(60),
+        cancel.child_token(),
+    ));
+    let spec = Arc::new(server_spec());
+    let (stuck_tx, stuck_rx) = watch::channel(0);
+    tx.try_send(Msg::Add {
+        spec: spec.clone(),
+        stuck: stuck_tx,
+    })
+    .expect("room");
+    tokio::spawn(
+        Supervisor {
+            id: Arc::from("s"),
+            spec,
+            connector: Arc::new(slow_start),
+            state: tx,
+            stuck: stuck_rx,
+            cancel: cancel.child_token(),
+            admission: Arc::new(tokio::sync::Semaphore::new(4)),
+        }
+        .run(),
+    );
+    let mut seen = Vec::new();
+    while start.elapsed() < secs(30) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let snap = snaps.borrow().clone();
+        if let Some(r) = snap.servers.get("s") {
+            let now = (r.status.status, r.status.reason);
+            if seen.last() != Some(&now) {
+                seen.push(now);
+            }
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            (State::Unknown, Reason::Starting),
+            (State::Healthy, Reason::Ok)
+        ],
+        "nothing between unknown and the first healthy"
+    );
+    cancel.cancel();
 }

@@ -1,17 +1,21 @@
 //! stdio server processes: spawn in their own process group, forward stderr
-//! to the log (bounded and rate-limited), notice exit, and shut down the way
+//! to the log (bounded and rate-limited, at the server's `stderr_log_level`:
+//! debug by default, since the spec says stderr is no sign of error and SDKs
+//! log every request there), keep its last lines (a child's last words name
+//! why it could not start), notice exit, and shut down the way
 //! the MCP spec says (close stdin, wait, SIGTERM, wait, SIGKILL), signalling
 //! the whole group so wrappers such as `npx`, `uv run` or `sh -c` leave no
 //! orphan behind.
 
+use std::collections::VecDeque;
 use std::process::{ExitStatus, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 
-use crate::config::TransportSpec;
+use crate::config::{LogLevel, ServerSpec, TransportSpec};
 use crate::redact::Scrubber;
 
 /// Longest stderr line logged; the rest of a longer line is dropped.
@@ -19,6 +23,11 @@ const MAX_STDERR_LINE: usize = 4096;
 /// stderr lines logged per second per server, with this burst.
 const STDERR_LINES_PER_SEC: f64 = 20.0;
 const STDERR_BURST: f64 = 100.0;
+/// stderr lines kept as a child's last words, and their most bytes.
+const LAST_WORDS_LINES: usize = 3;
+const LAST_WORDS_BYTES: usize = 400;
+/// How long an exit waits for the last of stderr to be read.
+const LAST_WORDS_WAIT: Duration = Duration::from_millis(250);
 
 /// How a child process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +63,37 @@ impl From<ExitStatus> for Exit {
 pub struct Child {
     pid: u32,
     exited: watch::Receiver<Option<Exit>>,
+    stderr: Arc<Tail>,
+}
+
+/// The last lines a child wrote to stderr (scrubbed and defused), and
+/// whether its stderr has ended.
+#[derive(Debug, Default)]
+struct Tail {
+    lines: Mutex<VecDeque<String>>,
+    ended: watch::Sender<bool>,
+}
+
+impl Tail {
+    fn push(&self, line: String) {
+        if line.trim().is_empty() {
+            return;
+        }
+        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        if lines.len() == LAST_WORDS_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    fn words(&self) -> Option<String> {
+        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        if lines.is_empty() {
+            return None;
+        }
+        let joined: Vec<&str> = lines.iter().map(String::as_str).collect();
+        Some(crate::config::defuse(&joined.join(" | "), LAST_WORDS_BYTES))
+    }
 }
 
 /// A spawned child plus the pipes the MCP transport uses.
@@ -117,20 +157,17 @@ pub fn child_env<'a>(
 
 /// Spawn the configured command in its own process group, with a cleared
 /// environment (see [`ENV_ALLOWLIST`]).
-/// Spawn the server `spec` describes; its stderr is logged scrubbed of
-/// `scrubber`'s secrets.
-pub fn spawn(
-    server_id: &str,
-    spec: &TransportSpec,
-    scrubber: Arc<Scrubber>,
-) -> std::io::Result<Spawned> {
+/// Spawn the stdio server `server` describes; its stderr is logged at its
+/// `stderr_log_level`, scrubbed of its secrets.
+pub fn spawn(server: &ServerSpec) -> std::io::Result<Spawned> {
+    let server_id = server.id.as_str();
     let TransportSpec::Stdio {
         command,
         args,
         env,
         inherit_env,
         cwd,
-    } = spec
+    } = &server.transport
     else {
         return Err(std::io::Error::other("not a stdio server"));
     };
@@ -180,9 +217,20 @@ pub fn spawn(
         tracing::debug!(server = %id, pid, %exit, "child process ended");
         let _ = tx.send(Some(exit));
     });
-    tokio::spawn(forward_stderr(server_id.to_owned(), stderr, scrubber));
+    let tail = Arc::new(Tail::default());
+    tokio::spawn(forward_stderr(
+        server_id.to_owned(),
+        stderr,
+        server.scrubber.clone(),
+        server.settings.stderr_log_level,
+        tail.clone(),
+    ));
     Ok(Spawned {
-        child: Child { pid, exited },
+        child: Child {
+            pid,
+            exited,
+            stderr: tail,
+        },
         stdout,
         stdin,
     })
@@ -197,6 +245,24 @@ impl Child {
     /// How it ended, if it has.
     pub fn exit(&self) -> Option<Exit> {
         *self.exited.borrow()
+    }
+
+    /// Its last lines on stderr, joined and bounded, once stderr has been
+    /// read to its end (waiting at most a moment for that).
+    pub async fn last_words(&self) -> Option<String> {
+        let mut ended = self.stderr.ended.subscribe();
+        let _ = tokio::time::timeout(LAST_WORDS_WAIT, ended.wait_for(|e| *e)).await;
+        self.stderr.words()
+    }
+
+    /// How it ended, with its last words when it left any:
+    /// `exited with code 1; stderr: «…»`.
+    pub async fn epitaph(&self) -> String {
+        let exit = self.exited().await;
+        match self.last_words().await {
+            Some(words) => format!("{exit}; stderr: «{words}»"),
+            None => exit.to_string(),
+        }
     }
 
     /// Resolves when the process has exited.
@@ -258,9 +324,11 @@ async fn forward_stderr(
     server: String,
     mut stderr: tokio::process::ChildStderr,
     scrubber: Arc<Scrubber>,
+    level: LogLevel,
+    tail: Arc<Tail>,
 ) {
     use tokio::io::AsyncReadExt;
-    let mut limiter = RateLimit::new();
+    let mut limiter = RateLimit::new(level);
     let mut line: Vec<u8> = Vec::new();
     let mut overlong = false;
     let mut chunk = [0u8; 4096];
@@ -271,12 +339,13 @@ async fn forward_stderr(
         };
         for &b in &chunk[..n] {
             if b == b'\n' {
+                let text = String::from_utf8_lossy(&line);
+                let text = crate::config::defuse(&scrubber.scrub(&text), MAX_STDERR_LINE);
                 if limiter.allow(&server) {
-                    let text = String::from_utf8_lossy(&line);
-                    let text = crate::config::defuse(&scrubber.scrub(&text), MAX_STDERR_LINE);
                     let cut = if overlong { " (truncated)" } else { "" };
-                    tracing::info!(target: "mcpmon::stderr", server = %server, "{text}{cut}");
+                    log(level, &server, &format!("{text}{cut}"));
                 }
+                tail.push(text);
                 line.clear();
                 overlong = false;
             } else if line.len() < MAX_STDERR_LINE {
@@ -286,7 +355,24 @@ async fn forward_stderr(
             }
         }
     }
+    if !line.is_empty() {
+        tail.push(crate::config::defuse(
+            &scrubber.scrub(&String::from_utf8_lossy(&line)),
+            MAX_STDERR_LINE,
+        ));
+    }
     limiter.flush(&server);
+    tail.ended.send_replace(true);
+}
+
+/// One stderr line, at the server's level.
+fn log(level: LogLevel, server: &str, text: &str) {
+    match level {
+        LogLevel::Off => {}
+        LogLevel::Debug => tracing::debug!(target: "mcpmon::stderr", server = %server, "{text}"),
+        LogLevel::Info => tracing::info!(target: "mcpmon::stderr", server = %server, "{text}"),
+        LogLevel::Warn => tracing::warn!(target: "mcpmon::stderr", server = %server, "{text}"),
+    }
 }
 
 /// A token bucket that counts what it refuses and reports it once allowed again.
@@ -294,14 +380,16 @@ struct RateLimit {
     tokens: f64,
     last: Instant,
     dropped: u64,
+    level: LogLevel,
 }
 
 impl RateLimit {
-    fn new() -> Self {
+    fn new(level: LogLevel) -> Self {
         RateLimit {
             tokens: STDERR_BURST,
             last: Instant::now(),
             dropped: 0,
+            level,
         }
     }
 
@@ -322,7 +410,18 @@ impl RateLimit {
 
     fn flush(&mut self, server: &str) {
         if self.dropped > 0 {
-            tracing::warn!(server = %server, dropped = self.dropped, "stderr lines dropped by rate limit");
+            // Told at the lines' own level: a server whose stderr is not
+            // worth logging is not worth a warning about dropping it.
+            let dropped = self.dropped;
+            match self.level {
+                LogLevel::Off => {}
+                LogLevel::Debug => {
+                    tracing::debug!(server = %server, dropped, "stderr lines dropped by rate limit")
+                }
+                LogLevel::Info | LogLevel::Warn => {
+                    tracing::warn!(server = %server, dropped, "stderr lines dropped by rate limit")
+                }
+            }
             self.dropped = 0;
         }
     }

@@ -125,8 +125,14 @@ impl LeanLink {
     }
 
     /// POST `body`, with the current token; one retry with a fresh token
-    /// when OAuth credentials are refused.
-    async fn post(&self, body: &str, until: Instant) -> Result<reqwest::Response, CallError> {
+    /// when OAuth credentials are refused, and (when `again` allows) one on
+    /// a fresh connection when a kept-alive one was closed under it.
+    async fn post(
+        &self,
+        body: &str,
+        until: Instant,
+        again: bool,
+    ) -> Result<reqwest::Response, CallError> {
         let mut route = self.route();
         let mut sent = None;
         if let Some(tokens) = &self.tokens {
@@ -137,7 +143,7 @@ impl LeanLink {
             bearer(&mut route, &token);
             sent = Some(token.to_string());
         }
-        let response = self.send(&route, body, until).await?;
+        let response = self.send(&route, body, until, again).await?;
         let (Some(tokens), Some(sent), reqwest::StatusCode::UNAUTHORIZED) =
             (&self.tokens, sent, response.status())
         else {
@@ -148,7 +154,7 @@ impl LeanLink {
             .await
             .map_err(|e| RequestError::Unauthenticated(truncate(&e.to_string(), 300)))?;
         bearer(&mut route, &fresh);
-        self.send(&route, body, until).await
+        self.send(&route, body, until, again).await
     }
 
     async fn send(
@@ -156,16 +162,30 @@ impl LeanLink {
         route: &Route,
         body: &str,
         until: Instant,
+        again: bool,
     ) -> Result<reqwest::Response, CallError> {
-        let sent = self
-            .http
-            .post(self.url.clone())
-            .headers((**route).clone())
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(body.to_owned())
-            .send();
-        match tokio::time::timeout_at(until, sent).await {
+        let request = |client: &reqwest::Client| {
+            client
+                .post(self.url.clone())
+                .headers((**route).clone())
+                .header(ACCEPT, "application/json, text/event-stream")
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.to_owned())
+                .send()
+        };
+        let first = match tokio::time::timeout_at(until, request(&self.http)).await {
+            Err(_) => return Err(CallError::Idle),
+            Ok(Ok(r)) => return Ok(r),
+            Ok(Err(e)) => e,
+        };
+        let fresh = super::reset::fresh_client().filter(|_| again);
+        let Some(fresh) = fresh.filter(|_| super::reset::stale_connection(&first)) else {
+            return Err(super::session::classify_transport(&first).into());
+        };
+        tracing::debug!(
+            "a kept-alive connection was closed under the request; once more on a fresh one"
+        );
+        match tokio::time::timeout_at(until, request(fresh)).await {
             Err(_) => Err(CallError::Idle),
             Ok(Err(e)) => Err(super::session::classify_transport(&e).into()),
             Ok(Ok(r)) => Ok(r),
@@ -198,7 +218,8 @@ impl LeanLink {
                 CallError::Max
             }
         };
-        let mut response = match self.post(&body, next(idle_at)).await {
+        let again = super::reset::idempotent(method);
+        let mut response = match self.post(&body, next(idle_at), again).await {
             Err(CallError::Idle) => return Err(expiry(idle_at)),
             r => r?,
         };
@@ -297,7 +318,7 @@ impl LeanLink {
         let link = self.clone();
         tokio::spawn(async move {
             let until = Instant::now() + CANCEL_TIMEOUT;
-            let _ = link.post(&body, until).await;
+            let _ = link.post(&body, until, false).await;
         });
     }
 

@@ -189,6 +189,16 @@ impl StreamableHttpClient for Recorder {
             .as_ref()
             .zip(auth_header.clone())
             .map(|(t, sent)| (t.clone(), sent, message.clone(), custom_headers.clone()));
+        // Safe to send twice (not a tool call): kept for a connection that
+        // turns out to have been closed under it (see `reset`).
+        let again = (!calls_a_tool(&message)).then(|| {
+            (
+                message.clone(),
+                session_id.clone(),
+                auth_header.clone(),
+                custom_headers.clone(),
+            )
+        });
         let first = self.metered_post(
             self.inner
                 .post_message_with_response_limits(
@@ -201,6 +211,21 @@ impl StreamableHttpClient for Recorder {
                 )
                 .await,
         );
+        let first = match (first, again, super::reset::fresh_client()) {
+            (Err(StreamableHttpError::Client(e)), Some((m, s, a, h)), Some(fresh))
+                if super::reset::stale_connection(&e) =>
+            {
+                tracing::debug!(
+                    "a kept-alive connection was closed under the request; once more on a fresh one"
+                );
+                self.metered_post(
+                    fresh
+                        .post_message_with_response_limits(uri.clone(), m, s, a, h, limits)
+                        .await,
+                )
+            }
+            (first, ..) => first,
+        };
         // A token refused mid-session (revoked, expired early) gets one more
         // try with a fresh one before anything is judged.
         let Some((tokens, sent, message, custom_headers)) = retry else {
@@ -293,6 +318,15 @@ impl StreamableHttpClient for Recorder {
             .await
             .map(|s| self.metered(s))
     }
+}
+
+/// Whether a message asks for a tool call, which is never sent twice.
+fn calls_a_tool(message: &ClientJsonRpcMessage) -> bool {
+    matches!(
+        message,
+        rmcp::model::JsonRpcMessage::Request(r)
+            if matches!(r.request, rmcp::model::ClientRequest::CallToolRequest(_))
+    )
 }
 
 /// Whether a POST's result is a refusal of the credentials (401).
