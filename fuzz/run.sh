@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for a bounded time (default 60 s each) and copies
 # any crashing input into fuzz/regressions/<target>/, where
-# tests/fuzz_regressions.rs replays it in every test run.
+# tests/it/fuzz_regressions.rs replays it in every test run.
 #   fuzz/run.sh [seconds-per-target]
 # Needs cargo-fuzz (cargo install cargo-fuzz). cargo fuzz wants nightly
 # compiler flags; RUSTC_BOOTSTRAP lets the stable toolchain accept them.

@@ -1,6 +1,6 @@
 //! Entry points shared by the `cargo fuzz` targets (`fuzz/`) and the
 //! regression test that replays their corpus and every crash they found
-//! (`tests/fuzz_regressions.rs`). Each checks the invariants, not just
+//! (`tests/it/fuzz_regressions.rs`). Each checks the invariants, not just
 //! "no panic".
 
 use std::path::Path;

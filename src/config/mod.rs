@@ -8,6 +8,7 @@ mod discovery;
 mod positions;
 mod raw;
 mod validate;
+pub mod watch;
 
 pub use discovery::{
     Entries, EntrySource, FileSd, Format, HttpSd, MAX_SERVERS, Rejected, Rejection, SdTls, Trust,

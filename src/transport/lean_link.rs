@@ -180,14 +180,14 @@ impl LeanLink {
         };
         let fresh = super::reset::fresh_client().filter(|_| again);
         let Some(fresh) = fresh.filter(|_| super::reset::stale_connection(&first)) else {
-            return Err(super::session::classify_transport(&first).into());
+            return Err(super::error::classify_transport(&first).into());
         };
         tracing::debug!(
             "a kept-alive connection was closed under the request; once more on a fresh one"
         );
         match tokio::time::timeout_at(until, request(fresh)).await {
             Err(_) => Err(CallError::Idle),
-            Ok(Err(e)) => Err(super::session::classify_transport(&e).into()),
+            Ok(Err(e)) => Err(super::error::classify_transport(&e).into()),
             Ok(Ok(r)) => Ok(r),
         }
     }
@@ -248,7 +248,7 @@ impl LeanLink {
         loop {
             let chunk = match tokio::time::timeout_at(next(idle_at), response.chunk()).await {
                 Err(_) => return Err(expiry(idle_at)),
-                Ok(Err(e)) => return Err(super::session::classify_transport(&e).into()),
+                Ok(Err(e)) => return Err(super::error::classify_transport(&e).into()),
                 Ok(Ok(c)) => c,
             };
             let Some(chunk) = chunk else {

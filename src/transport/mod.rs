@@ -13,6 +13,7 @@
 
 pub mod budget;
 pub mod child;
+pub mod error;
 #[cfg(test)]
 pub mod fake;
 pub mod lean_link;
@@ -55,128 +56,6 @@ pub struct ServerInfo {
     pub version: String,
 }
 
-/// Why a request failed, classified.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum RequestError {
-    /// No answer before the deadline.
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
-    /// The transport is gone (stdio pipe closed).
-    #[error("transport closed")]
-    Closed,
-    /// Connection refused or reset, or the name does not resolve.
-    #[error("unreachable: {0}")]
-    Unreachable(String),
-    /// The server wants credentials, or refused the ones sent (HTTP 401).
-    #[error("unauthenticated: {0}")]
-    Unauthenticated(String),
-    /// The credentials lack a permission the request needs (HTTP 403).
-    #[error("forbidden: {0}")]
-    Forbidden(String),
-    /// The server asked to be called less (HTTP 429, or 503 with
-    /// `Retry-After`): it is there and deliberately not serving this one.
-    #[error("throttled: HTTP {status}{}", retry_after.map(|d| format!(", retry after {d:?}")).unwrap_or_default())]
-    Throttled {
-        /// 429 or 503.
-        status: u16,
-        /// How long the server asked to wait, if it said.
-        retry_after: Option<Duration>,
-    },
-    /// Any other transport failure (HTTP status, TLS, protocol violation).
-    #[error("transport error: {0}")]
-    Transport(String),
-    /// The server answered with a JSON-RPC error.
-    #[error("server error {code}: {message}")]
-    Rpc {
-        /// JSON-RPC error code.
-        code: i32,
-        /// Its message, truncated.
-        message: String,
-    },
-    /// The server answered with something that is not the expected result.
-    #[error("unexpected answer")]
-    Unexpected,
-}
-
-impl RequestError {
-    /// True when the failure means the link itself is gone.
-    pub fn is_transport_death(&self) -> bool {
-        // An auth refusal ends the session too: a new one is opened, and
-        // that attempt reports the refusal as its own verdict.
-        matches!(
-            self,
-            RequestError::Closed
-                | RequestError::Unreachable(_)
-                | RequestError::Unauthenticated(_)
-                | RequestError::Forbidden(_)
-        )
-    }
-}
-
-/// The throttling an HTTP answer signals: 429 always, 503 only with a
-/// `Retry-After` (without one it is an outage, not a request to slow down).
-pub fn throttled(status: u16, retry_after: Option<&str>) -> Option<RequestError> {
-    let retry_after = retry_after.and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
-    match status {
-        429 => Some(RequestError::Throttled {
-            status,
-            retry_after,
-        }),
-        503 if retry_after.is_some() => Some(RequestError::Throttled {
-            status,
-            retry_after,
-        }),
-        _ => None,
-    }
-}
-
-/// A `Retry-After` value (RFC 9110): delay-seconds or an HTTP date.
-pub fn parse_retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
-    let value = value.trim();
-    if let Ok(secs) = value.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    Some(at.duration_since(now).unwrap_or_default())
-}
-
-/// Why a synthetic tool call failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ToolCallError {
-    /// No answer and no progress for the request timeout: cancelled.
-    #[error("no progress within {0:?}; cancelled")]
-    IdleTimeout(Duration),
-    /// The maximum request timeout passed, progress or not: cancelled.
-    #[error("still running at the {0:?} cap; cancelled")]
-    MaxTimeout(Duration),
-    /// Anything else.
-    #[error(transparent)]
-    Request(#[from] RequestError),
-}
-
-/// How a link was lost or could not be made: definitive transport evidence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LinkFailure {
-    /// The stdio child exited.
-    Exited,
-    /// Connection refused, reset, or the name does not resolve.
-    Unreachable,
-    /// Could not spawn or connect (TLS, HTTP error).
-    ConnectFailed,
-    /// Connected, but the handshake failed or timed out.
-    HandshakeFailed,
-    /// The server wants credentials, or refused the ones sent (HTTP 401).
-    Unauthenticated,
-    /// The credentials lack a permission (HTTP 403).
-    Forbidden,
-    /// The server asked to be called less (HTTP 429, or 503 with `Retry-After`).
-    Throttled,
-    /// The server sent more requests than a client can be asked to serve.
-    RequestFlood,
-    /// The server sent more messages or bytes than its budget allows.
-    MessageFlood,
-}
-
 /// When the credentials a session sends stop working.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Credentials {
@@ -187,17 +66,9 @@ pub struct Credentials {
     pub refreshable: bool,
 }
 
-/// Why opening a session failed.
-#[derive(Debug, thiserror::Error)]
-#[error("{phase}: {detail}")]
-pub struct OpenError {
-    /// What kind of failure this is.
-    pub failure: LinkFailure,
-    /// Which phase failed: `spawn`, `connect` or `handshake`.
-    pub phase: &'static str,
-    /// What happened.
-    pub detail: String,
-}
+pub use error::{
+    LinkFailure, OpenError, RequestError, ToolCallError, parse_retry_after, throttled,
+};
 
 /// A sample of a stdio server's process tree.
 pub use procstat::Sample as ProcessSample;
@@ -294,42 +165,6 @@ pub use crate::config::defuse as truncate;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn throttles_and_their_waits() {
-        let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
-        assert_eq!(
-            parse_retry_after(" 120 ", now),
-            Some(Duration::from_secs(120))
-        );
-        // RFC 9110's example date, 60 s after `now`.
-        assert_eq!(
-            parse_retry_after("Wed, 21 Oct 2015 07:29:00 GMT", now),
-            Some(Duration::from_secs(60))
-        );
-        assert_eq!(
-            parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", now),
-            Some(Duration::ZERO),
-            "a date in the past means now"
-        );
-        assert_eq!(parse_retry_after("soon", now), None);
-        assert!(matches!(
-            throttled(429, None),
-            Some(RequestError::Throttled {
-                status: 429,
-                retry_after: None
-            })
-        ));
-        assert!(matches!(
-            throttled(503, Some("3")),
-            Some(RequestError::Throttled {
-                status: 503,
-                retry_after: Some(_)
-            })
-        ));
-        assert!(throttled(503, None).is_none(), "a plain 503 is an outage");
-        assert!(throttled(500, Some("3")).is_none());
-    }
 
     #[test]
     fn truncate_bounds_and_defuses_text() {

@@ -30,7 +30,8 @@ use super::child::{self, Child};
 use super::lean_link::LeanLink;
 use super::oauth2::TokenSource;
 use super::recorder::Recorder;
-use super::session::{Activity, Lean, Link, MAX_LINE_BYTES, Monitor, RmcpSession, classify_open};
+use super::error::classify_open;
+use super::session::{Activity, Lean, Link, MAX_LINE_BYTES, Monitor, RmcpSession};
 use super::{Era, LinkFailure, OpenError, ServerInfo, truncate};
 use crate::config::{KNOWN_VERSIONS, Protocol, ServerSpec, TransportSpec, is_modern};
 
@@ -89,6 +90,11 @@ pub fn discover_share(left: Duration) -> Duration {
     left.saturating_sub(reserve)
 }
 
+/// A duration as people read it, to the millisecond: `1s 499ms`.
+fn shown(d: Duration) -> String {
+    humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()
+}
+
 /// How a handshake ended, when it did not.
 #[derive(Debug)]
 pub(super) struct Failed {
@@ -106,8 +112,8 @@ impl Failed {
     /// One line: what failed and, when detection came first, what it found.
     pub fn describe(&self) -> String {
         let what = match &self.error {
-            Some(e) => format!("{}: {}", self.request, super::session::error_chain(e)),
-            None => format!("no answer to {} within {:.1?}", self.request, self.within),
+            Some(e) => format!("{}: {}", self.request, super::error::error_chain(e)),
+            None => format!("no answer to {} within {}", self.request, shown(self.within)),
         };
         match &self.tried {
             Some(t) => format!("{what} (server/discover was tried first: {t})"),
@@ -213,7 +219,7 @@ where
                     });
                 }
                 Ok(Err(e)) => {
-                    let text = truncate(&super::session::error_chain(&e), 300);
+                    let text = truncate(&super::error::error_chain(&e), 300);
                     let failed = Failed {
                         error: Some(e),
                         request: "server/discover",
@@ -226,7 +232,7 @@ where
                     (text, true)
                 }
                 Err(_) => (
-                    format!("no answer within {:.1?}", discover_share(within)),
+                    format!("no answer within {}", shown(discover_share(within))),
                     false,
                 ),
             };
@@ -510,9 +516,10 @@ pub(super) async fn open_http(
         phase: "handshake",
         detail: match tried {
             Some(t) => format!(
-                "no answer to {request} within {within:.1?} (server/discover was tried first: {t})"
+                "no answer to {request} within {} (server/discover was tried first: {t})",
+                shown(within)
             ),
-            None => format!("no answer to {request} within {within:.1?}"),
+            None => format!("no answer to {request} within {}", shown(within)),
         },
     };
     let (mode, request) = match plan {

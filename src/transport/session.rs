@@ -22,12 +22,13 @@ use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, Ser
 use rmcp::{ClientHandler, RoleClient};
 
 use super::budget::{BUDGET, Meter};
+use super::error::classify;
 use super::child::Child;
 use super::lean_link::{CallError, Deadlines, LeanLink};
 use super::oauth2::TokenSource;
 use super::{
     BoxFuture, Connector, Era, LinkFailure, OpenError, Progress, RequestError, ServerInfo, Session,
-    ToolCall, ToolCallError, truncate,
+    ToolCall, ToolCallError,
 };
 use crate::config::ServerSpec;
 
@@ -42,20 +43,6 @@ struct ToolsPage {
     tools: Vec<serde_json::Value>,
     next_cursor: Option<String>,
     ttl_ms: Option<u64>,
-}
-
-fn classify(e: ServiceError, timeout: Duration) -> RequestError {
-    match e {
-        ServiceError::Timeout { .. } => RequestError::Timeout(timeout),
-        ServiceError::TransportClosed => RequestError::Closed,
-        ServiceError::McpError(e) => RequestError::Rpc {
-            code: e.code.0,
-            message: truncate(&e.message, 200),
-        },
-        ServiceError::TransportSend(e) => classify_transport(e.error.as_ref()),
-        ServiceError::Cancelled { .. } => RequestError::Closed,
-        _ => RequestError::Unexpected,
-    }
 }
 
 /// Progress notifications the server sent for mcpmon's requests.
@@ -651,168 +638,3 @@ impl Session for RmcpSession {
     }
 }
 
-/// The next error in a chain. rmcp keeps the reqwest error of a failed POST in
-/// a variant that is not marked as a source, so step into it by hand.
-fn next_source<'a>(
-    err: &'a (dyn std::error::Error + 'static),
-) -> Option<&'a (dyn std::error::Error + 'static)> {
-    use rmcp::transport::streamable_http_client::StreamableHttpError;
-    if let Some(StreamableHttpError::Client(inner)) =
-        err.downcast_ref::<StreamableHttpError<reqwest::Error>>()
-    {
-        return Some(inner);
-    }
-    err.source()
-}
-
-/// An HTTP 401 or 403 somewhere in an error, as rmcp and reqwest report
-/// them: a challenge rmcp parsed, a status rmcp quoted, or reqwest's own.
-fn auth_refusal(err: &(dyn std::error::Error + 'static)) -> Option<reqwest::StatusCode> {
-    use reqwest::StatusCode;
-    use rmcp::transport::streamable_http_client::StreamableHttpError as H;
-    if let Some(h) = err.downcast_ref::<H<reqwest::Error>>() {
-        return match h {
-            H::AuthRequired(_) => Some(StatusCode::UNAUTHORIZED),
-            H::InsufficientScope(_) => Some(StatusCode::FORBIDDEN),
-            H::UnexpectedServerResponse(text) if text.starts_with("HTTP 401") => {
-                Some(StatusCode::UNAUTHORIZED)
-            }
-            H::UnexpectedServerResponse(text) if text.starts_with("HTTP 403") => {
-                Some(StatusCode::FORBIDDEN)
-            }
-            _ => None,
-        };
-    }
-    err.downcast_ref::<reqwest::Error>()
-        .and_then(reqwest::Error::status)
-        .filter(|s| matches!(*s, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN))
-}
-
-/// Walk an error's chain for an auth refusal, or an I/O kind or resolver
-/// failure that means "nobody there"; anything else is a transport error.
-pub(super) fn classify_transport(e: &(dyn std::error::Error + 'static)) -> RequestError {
-    let text = truncate(&error_chain(e), 300);
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = source {
-        if let Some(rmcp::transport::streamable_http_client::StreamableHttpError::HttpStatus(s)) =
-            err.downcast_ref::<rmcp::transport::streamable_http_client::StreamableHttpError<
-                reqwest::Error,
-            >>()
-            && let Some(t) = super::throttled(s.status, s.retry_after.as_deref())
-        {
-            return t;
-        }
-        match auth_refusal(err) {
-            Some(reqwest::StatusCode::UNAUTHORIZED) => return RequestError::Unauthenticated(text),
-            Some(_) => return RequestError::Forbidden(text),
-            None => {}
-        }
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            use std::io::ErrorKind::*;
-            if matches!(
-                io.kind(),
-                ConnectionRefused
-                    | ConnectionReset
-                    | ConnectionAborted
-                    | NotConnected
-                    | BrokenPipe
-                    | HostUnreachable
-                    | NetworkUnreachable
-            ) {
-                return RequestError::Unreachable(text);
-            }
-        }
-        source = next_source(err);
-    }
-    let lower = text.to_ascii_lowercase();
-    if lower.contains("dns error") || lower.contains("failed to lookup address") {
-        return RequestError::Unreachable(text);
-    }
-    RequestError::Transport(text)
-}
-
-pub(super) fn classify_open(e: &rmcp::service::ClientInitializeError) -> OpenError {
-    use rmcp::service::ClientInitializeError as E;
-    // `TransportError` keeps its cause in a field that is not a `source()`.
-    let (class, detail) = match e {
-        E::TransportError { error, context } => {
-            // The transport's own text is its Rust type name; skip to the cause.
-            let inner: &(dyn std::error::Error + 'static) = error.error.as_ref();
-            let class = classify_transport(inner);
-            (Some(class), format!("{context}: {}", error_chain(inner)))
-        }
-        _ => (None, error_chain(e)),
-    };
-    let detail = truncate(&detail, 300);
-    let (reason, phase) = match class {
-        Some(RequestError::Unreachable(_)) => (LinkFailure::Unreachable, "connect"),
-        Some(RequestError::Unauthenticated(_)) => (LinkFailure::Unauthenticated, "connect"),
-        Some(RequestError::Forbidden(_)) => (LinkFailure::Forbidden, "connect"),
-        Some(RequestError::Throttled { .. }) => (LinkFailure::Throttled, "connect"),
-        Some(_) => (LinkFailure::ConnectFailed, "connect"),
-        None => (LinkFailure::HandshakeFailed, "handshake"),
-    };
-    OpenError {
-        failure: reason,
-        phase,
-        detail,
-    }
-}
-
-/// `error: cause: cause`, as one line.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = next_source(e);
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = next_source(s);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rmcp::transport::streamable_http_client::{
-        AuthRequiredError, InsufficientScopeError, StreamableHttpError as H,
-    };
-
-    fn class(e: H<reqwest::Error>) -> RequestError {
-        classify_transport(&e)
-    }
-
-    #[test]
-    fn refusals_are_told_from_other_http_failures() {
-        let challenge = "Bearer resource_metadata=\"https://a.example/.well-known/x\"";
-        assert!(matches!(
-            class(H::AuthRequired(AuthRequiredError::new(challenge.into()))),
-            RequestError::Unauthenticated(d) if d.contains("resource_metadata")
-        ));
-        assert!(matches!(
-            class(H::InsufficientScope(InsufficientScopeError::new(
-                "Bearer error=\"insufficient_scope\"".into(),
-                None
-            ))),
-            RequestError::Forbidden(_)
-        ));
-        // Without a challenge rmcp only quotes the status.
-        assert!(matches!(
-            class(H::UnexpectedServerResponse(
-                "HTTP 401 Unauthorized: no".into()
-            )),
-            RequestError::Unauthenticated(_)
-        ));
-        assert!(matches!(
-            class(H::UnexpectedServerResponse("HTTP 403 Forbidden: no".into())),
-            RequestError::Forbidden(_)
-        ));
-        assert!(matches!(
-            class(H::UnexpectedServerResponse("HTTP 404 Not Found: x".into())),
-            RequestError::Transport(_)
-        ));
-    }
-}

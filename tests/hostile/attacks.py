@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Attackers for mcpmon's hostile-input suite (tests/hostile.rs), stdlib only.
+"""Attackers for mcpmon's hostile-input suite (tests/it/hostile.rs), stdlib only.
 
 Each answers what a monitor needs (the handshake of its era, liveness,
 tools/list) so that only the attack itself is wrong, and starts its attack

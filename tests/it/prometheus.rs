@@ -6,14 +6,12 @@
 //! query of every dashboard, and fires the unhealthy alert for the killed
 //! server and no other.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 use serde_json::Value;
 
 fn rule_files() -> Vec<PathBuf> {
@@ -30,6 +28,11 @@ fn rule_files() -> Vec<PathBuf> {
 
 #[test]
 fn rules_pass_promtool_check_and_unit_tests() {
+    require!(
+        program("prometheus"),
+        program("promtool"),
+        program("docker")
+    );
     let out = run_ok(
         Command::new(which("promtool"))
             .arg("check")
@@ -53,6 +56,11 @@ fn rules_pass_promtool_check_and_unit_tests() {
 
 #[test]
 fn every_alert_has_a_unit_test_and_an_absolute_runbook_link() {
+    require!(
+        program("prometheus"),
+        program("promtool"),
+        program("docker")
+    );
     let rules: String = rule_files()
         .iter()
         .map(|f| std::fs::read_to_string(f).expect("read"))
@@ -98,6 +106,11 @@ fn every_alert_has_a_unit_test_and_an_absolute_runbook_link() {
 
 #[test]
 fn rules_come_from_the_mixin_and_name_no_job() {
+    require!(
+        program("prometheus"),
+        program("promtool"),
+        program("docker")
+    );
     // The committed files are what alerts/build.py makes, Helm's copy included.
     run_ok(
         Command::new("python3")
@@ -155,6 +168,11 @@ fn rules_come_from_the_mixin_and_name_no_job() {
 
 #[test]
 fn compose_file_is_valid() {
+    require!(
+        program("prometheus"),
+        program("promtool"),
+        program("docker")
+    );
     let out = Command::new(which("docker"))
         .args(["compose", "config", "--quiet"])
         .current_dir(repo())
@@ -233,6 +251,11 @@ fn queries(file: &str, server: &str, opt_in: bool) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_prometheus_evaluates_rules_fills_dashboards_and_fires_for_the_killed_server() {
+    require!(
+        program("prometheus"),
+        program("promtool"),
+        program("docker")
+    );
     let mut search = demo_http(&["--name", "search"], 0).await;
     let yaml = format!(
         r#"
@@ -419,6 +442,11 @@ servers:
 
 #[test]
 fn dashboards_link_servers_both_ways_and_say_what_their_numbers_are() {
+    require!(
+        program("prometheus"),
+        program("promtool"),
+        program("docker")
+    );
     let load = |f: &str| -> Value {
         serde_json::from_str(
             &std::fs::read_to_string(repo().join("dashboards").join(f)).expect("dashboard"),

@@ -3,13 +3,11 @@
 //! stdio and Streamable HTTP, and servers built with the PyPI `mcp` SDK in
 //! both protocol eras (1.x legacy, 2.x modern). `.ci/setup` installs them.
 
-mod common;
-
 use mcpmon::transport::Session as _;
 
 use std::time::Duration;
 
-use common::*;
+use crate::support::*;
 
 const SLOW_START: Duration = Duration::from_secs(20);
 
@@ -43,6 +41,11 @@ async fn kill_and_recover(mon: &Monitor, id: &str, mark: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reference_server_over_stdio() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-legacy"),
+        installed("tests/python/.venv-modern")
+    );
     let mark = marker("everything");
     let yaml = format!(
         "{FAST_GLOBAL}servers:\n{}",
@@ -63,6 +66,11 @@ async fn reference_server_over_stdio() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reference_server_over_streamable_http_killed_and_restarted() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-legacy"),
+        installed("tests/python/.venv-modern")
+    );
     let port = free_port();
     let env = [("PORT", port.to_string())];
     let mut server = third_party_http(&everything_bin(), &["streamableHttp"], &env, port).await;
@@ -96,6 +104,11 @@ async fn reference_server_over_streamable_http_killed_and_restarted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_servers_in_both_eras_over_stdio() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-legacy"),
+        installed("tests/python/.venv-modern")
+    );
     let legacy = marker("py-legacy");
     let modern = marker("py-modern");
     let script = python_server();
@@ -145,6 +158,11 @@ async fn python_sdk_servers_in_both_eras_over_stdio() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_servers_in_both_eras_over_streamable_http() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-legacy"),
+        installed("tests/python/.venv-modern")
+    );
     let script = python_server();
     let script = script.to_str().expect("utf-8 path");
     let lp = free_port();
@@ -230,6 +248,11 @@ async fn open_session(url: &str) -> mcpmon::transport::session::RmcpSession {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_http_pings_skip_rmcp_against_every_server_kind() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-legacy"),
+        installed("tests/python/.venv-modern")
+    );
     // Pings leave rmcp's worker only if real servers' answers (SSE from the
     // TypeScript and Python SDKs, JSON or SSE from rmcp) are read in full by
     // the lean path; a fallback would hide that it never works.
@@ -262,6 +285,11 @@ async fn legacy_http_pings_skip_rmcp_against_every_server_kind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modern_sessions_never_take_the_lean_ping_path() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-legacy"),
+        installed("tests/python/.venv-modern")
+    );
     let script = python_server();
     let script = script.to_str().expect("utf-8 path");
     let port = free_port();
@@ -291,6 +319,11 @@ fn shaped(id: &str, command: &std::path::Path, args: &[&str], shape: &str, statu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_check_shapes_of_the_python_and_typescript_sdks_are_read() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-legacy"),
+        installed("tests/python/.venv-modern")
+    );
     // FastMCP (mcp 1.x) and MCPServer (mcp 2.x) wrap a `-> str` return as
     // structuredContent {"result": "<text>"}; TypeScript SDK tools answer
     // text blocks. A server saying "degraded" in any of them reads degraded.
@@ -349,6 +382,11 @@ async fn health_check_shapes_of_the_python_and_typescript_sdks_are_read() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_server_blocked_by_another_client_recovers_within_rise_pings() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-legacy"),
+        installed("tests/python/.venv-modern")
+    );
     // Another client calls a tool that blocks the server's event loop for
     // 6 s. mcpmon sees it late (degraded), and once the block ends it must
     // read healthy again after `rise` prompt pings, not after its window.
@@ -403,6 +441,11 @@ async fn a_python_server_blocked_by_another_client_recovers_within_rise_pings() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credentials_are_judged_apart_from_reachability() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-legacy"),
+        installed("tests/python/.venv-modern")
+    );
     // A Python SDK server behind a bearer-token gate (as hosted servers
     // are): no token is `unauthenticated`, a token without the scope is
     // `forbidden`, the right one is healthy until it is revoked.
@@ -505,6 +548,11 @@ async fn credentials_are_judged_apart_from_reachability() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttling_server_is_degraded_never_unhealthy_and_left_alone_as_asked() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-legacy"),
+        installed("tests/python/.venv-modern")
+    );
     // A Python SDK server that answers 429 with `Retry-After: 5` for 10 s.
     let dir = tempfile::tempdir().expect("tempdir");
     let throttle = dir.path().join("throttle");
@@ -569,6 +617,11 @@ async fn a_throttling_server_is_degraded_never_unhealthy_and_left_alone_as_asked
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oauth2_client_credentials_keep_a_server_healthy_across_token_expiries() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-legacy"),
+        installed("tests/python/.venv-modern")
+    );
     // The gate issues client-credentials tokens that live 3 s and accepts
     // nothing else; mcpmon must keep fetching them without a bad reading.
     let dir = tempfile::tempdir().expect("tempdir");
@@ -639,6 +692,11 @@ async fn oauth2_client_credentials_keep_a_server_healthy_across_token_expiries()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_surface_changes_are_seen_named_and_counted() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-legacy"),
+        installed("tests/python/.venv-modern")
+    );
     // A Python SDK server over stdio. Its `grow` tool (called once by a
     // tool probe) adds a tool and announces it; later it is redeployed with
     // one more tool. `expected_tools` names that tool from the start.
@@ -719,6 +777,11 @@ async fn tool_surface_changes_are_seen_named_and_counted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_checks_carry_a_w3c_traceparent_the_server_can_read() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-legacy"),
+        installed("tests/python/.venv-modern")
+    );
     let dir = tempfile::tempdir().expect("tempdir");
     let traces = dir.path().join("traces");
     let script = python_server();

@@ -8,14 +8,12 @@
 //! three replicas computes the fleet-wide counts with the shipped recording
 //! rules, equal to the truth.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 use mcpmon::discovery::shard::hashmod;
 use serde_json::{Value, json};
 
@@ -116,6 +114,10 @@ fn write_atomically(path: &Path, text: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_split_a_discovered_fleet_by_hashmod_and_prometheus_adds_them_up() {
+    require!(
+        program("prometheus"),
+        installed("tests/python/.venv-modern")
+    );
     // One real MCP server (the official Python SDK) behind every HTTP id;
     // each id holds its own session to it.
     let port = free_port();

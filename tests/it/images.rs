@@ -4,14 +4,12 @@
 //! image the compose file builds), dependencies are cached apart from the
 //! sources, and the dependency step's stub project is run natively to show
 //! it still matches the manifest. That the binary reaps orphans as PID 1 is
-//! shown by tests/pid1.rs, on the same binary the image ships.
-
-mod common;
+//! shown by tests/it/pid1.rs, on the same binary the image ships.
 
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use crate::support::*;
 
 /// One stage: its name, base, and instructions (continuations joined).
 struct Stage {
@@ -80,6 +78,7 @@ fn stage<'a>(stages: &'a [Stage], name: &str) -> &'a Stage {
 
 #[test]
 fn hadolint_passes() {
+    require!(installed("tests/python/.venv-docker"), program("docker"));
     let hadolint = repo().join("tests/python/.venv-docker/bin/hadolint");
     assert!(
         hadolint.exists(),
@@ -96,6 +95,7 @@ fn hadolint_passes() {
 
 #[test]
 fn the_stages_are_production_node_python_and_demo_on_pinned_bases() {
+    require!(installed("tests/python/.venv-docker"), program("docker"));
     let (args, stages) = dockerfile();
     // Pinned: every base is a named version, never a floating tag.
     let resolve = |from: &str| -> String {
@@ -195,6 +195,7 @@ fn the_stages_are_production_node_python_and_demo_on_pinned_bases() {
 
 #[test]
 fn the_dependency_step_stub_matches_the_manifest() {
+    require!(installed("tests/python/.venv-docker"), program("docker"));
     // Run the stub step's commands natively, in a copy of the manifests, with
     // `cargo` standing for `cargo metadata`: the stub must still be a valid
     // package holding every target the step builds.

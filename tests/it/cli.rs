@@ -2,13 +2,11 @@
 //! official MCP conformance suite's client scenarios against `probe`, and the
 //! service started from the command line and stopped with SIGTERM.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 
 /// The child's stderr, line by line, read on a thread of its own.
 fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
@@ -39,6 +37,7 @@ fn run(cmd: &mut Command) -> (i32, String, String) {
 
 #[test]
 fn probe_exit_code_is_zero_only_when_healthy() {
+    require!(installed("tests/node/node_modules"));
     let demo = demo_server();
     let (code, out, err) = run(mcpmon()
         .args(["probe", "--"])
@@ -76,6 +75,7 @@ fn probe_exit_code_is_zero_only_when_healthy() {
 
 #[test]
 fn probe_calls_a_tool_and_reports_its_failure() {
+    require!(installed("tests/node/node_modules"));
     let demo = demo_server();
     let (code, out, err) = run(mcpmon()
         .args([
@@ -101,6 +101,7 @@ fn probe_calls_a_tool_and_reports_its_failure() {
 
 #[test]
 fn probe_rejects_bad_arguments_clearly() {
+    require!(installed("tests/node/node_modules"));
     let (code, _, err) = run(mcpmon().args([
         "probe",
         "--call",
@@ -125,6 +126,7 @@ fn probe_rejects_bad_arguments_clearly() {
 /// as the client under test (the suite appends the server URL).
 #[test]
 fn conformance_client_scenarios_pass() {
+    require!(installed("tests/node/node_modules"));
     let node_bin = repo().join("tests/node/node_modules/.bin");
     let runner = node_bin.join("conformance");
     assert!(
@@ -179,6 +181,7 @@ fn conformance_client_scenarios_pass() {
 /// no child behind and exits 0.
 #[test]
 fn service_runs_from_the_command_line_and_stops_on_sigterm() {
+    require!(installed("tests/node/node_modules"));
     let dir = tempfile::tempdir().expect("tempdir");
     let mark = marker("svc");
     let config = dir.path().join("fleet.yaml");
@@ -222,7 +225,7 @@ fn service_runs_from_the_command_line_and_stops_on_sigterm() {
 
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
-        let http = common::test_client();
+        let http = crate::support::test_client();
         let start = Instant::now();
         loop {
             let r = http
@@ -283,6 +286,7 @@ fn service_runs_from_the_command_line_and_stops_on_sigterm() {
 
 #[test]
 fn probe_options_count_after_the_url_too() {
+    require!(installed("tests/node/node_modules"));
     // Nothing listens there: the answer is quick, and it must be JSON.
     let url = format!("http://127.0.0.1:{}/mcp", free_port());
     let (code, out, err) = run(mcpmon().args(["probe", &url, "--output", "json", "--pings", "1"]));
@@ -302,6 +306,7 @@ fn probe_options_count_after_the_url_too() {
 
 #[test]
 fn logs_to_a_pipe_are_plain_and_an_unreachable_server_is_not_an_error() {
+    require!(installed("tests/node/node_modules"));
     // stderr is a pipe here, as under systemd or a log shipper.
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("fleet.yaml");
@@ -385,6 +390,7 @@ fn logs_to_a_pipe_are_plain_and_an_unreachable_server_is_not_an_error() {
 
 #[test]
 fn json_log_fields_are_the_documented_ones() {
+    require!(installed("tests/node/node_modules"));
     // The README's "Logs" section lists these; dashboards and log queries
     // are built on them, so a rename must fail here first.
     let dir = tempfile::tempdir().expect("tempdir");

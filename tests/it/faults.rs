@@ -8,12 +8,10 @@
 //! The misbehaving peers are `tests/hostile/hostile.py` (stdlib Python) and
 //! a real haproxy; see that file for the modes.
 
-mod common;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 use serde_json::Value;
 
 const GLOBAL: &str = r#"
@@ -161,6 +159,7 @@ fn sum_metric(m: &str, name: &str, server: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_process_then_restarted() {
+    require!(program("python3"), program("haproxy"));
     let mark = marker("fk");
     let (_d, mon) = start(&[stdio_cmd(
         "victim",
@@ -181,6 +180,7 @@ async fn killed_process_then_restarted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exits_at_startup_in_a_loop_with_backoff_and_no_tight_loop() {
+    require!(program("python3"), program("haproxy"));
     let (_d, mon) = start(&[stdio_cmd(
         "crashy",
         "/bin/sh",
@@ -212,6 +212,7 @@ async fn exits_at_startup_in_a_loop_with_backoff_and_no_tight_loop() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn never_answers_initialize() {
+    require!(program("python3"), program("haproxy"));
     let mark = marker("fh");
     let (_d, mon) = start(&[stdio_cmd(
         "mute",
@@ -250,6 +251,7 @@ async fn never_answers_initialize() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_on_stdout() {
+    require!(program("python3"), program("haproxy"));
     let (_d, mon) = start(&[stdio_cmd(
         "garbage",
         "python3",
@@ -274,6 +276,7 @@ async fn garbage_on_stdout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_between_answers_and_a_stderr_flood_are_survived() {
+    require!(program("python3"), program("haproxy"));
     // Logged at info for this server (debug is the default).
     let noisy = stdio_cmd(
         "noisy",
@@ -300,6 +303,7 @@ async fn garbage_between_answers_and_a_stderr_flood_are_survived() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_response_is_dropped_and_memory_stays_bounded() {
+    require!(program("python3"), program("haproxy"));
     let (_d, mon) = start(&[stdio_cmd(
         "huge",
         "python3",
@@ -319,6 +323,7 @@ async fn oversized_response_is_dropped_and_memory_stays_bounded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_health_check_result_and_a_churning_tools_list() {
+    require!(program("python3"), program("haproxy"));
     let (_d, mon) = start(&[
         stdio_cmd(
             "badhealth",
@@ -351,6 +356,7 @@ async fn malformed_health_check_result_and_a_churning_tools_list() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trickling_server_only_slows_its_own_verdict() {
+    require!(program("python3"), program("haproxy"));
     let (_d, mon) = start(&[stdio_cmd(
         "slowloris",
         "python3",
@@ -426,6 +432,7 @@ impl FaultProxy {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_500_502_503_from_an_intermediary() {
+    require!(program("python3"), program("haproxy"));
     let fp = FaultProxy::start(&[]).await;
     let (_d, mon) = start(&[http("proxied", &fp.proxy.url)]).await;
     mon.wait_status("proxied", "healthy", PATIENCE).await;
@@ -447,6 +454,7 @@ async fn http_500_502_503_from_an_intermediary() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_session_is_reinitialized_without_a_reconnect() {
+    require!(program("python3"), program("haproxy"));
     // Sessions (and so their expiry) exist in the legacy era only.
     let fp = FaultProxy::start(&["--era", "legacy"]).await;
     let (_d, mon) = start(&[http("expiring", &fp.proxy.url)]).await;
@@ -472,6 +480,7 @@ async fn expired_session_is_reinitialized_without_a_reconnect() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redirects_and_gigantic_bodies_are_refused_with_memory_bounded() {
+    require!(program("python3"), program("haproxy"));
     let fp = FaultProxy::start(&[]).await;
     let (_d, mon) = start(&[http("bouncy", &fp.proxy.url)]).await;
     mon.wait_status("bouncy", "healthy", PATIENCE).await;
@@ -492,6 +501,7 @@ async fn redirects_and_gigantic_bodies_are_refused_with_memory_bounded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_refused_and_restarted_on_the_same_url() {
+    require!(program("python3"), program("haproxy"));
     let mut server = demo_http(&["--name", "r1"], 0).await;
     let port = server.port;
     let (_d, mon) = start(&[http("restarts", &server.url)]).await;
@@ -509,6 +519,7 @@ async fn connection_refused_and_restarted_on_the_same_url() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unresolvable_name_and_untrusted_certificate() {
+    require!(program("python3"), program("haproxy"));
     let dir = tempfile::tempdir().expect("tempdir");
     let (cert, key) = self_signed_cert(dir.path(), false);
     let port = free_port();
@@ -547,6 +558,7 @@ async fn unresolvable_name_and_untrusted_certificate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_stream_cut_by_a_real_proxy_does_not_break_the_session() {
+    require!(program("python3"), program("haproxy"));
     let upstream = demo_http(&["--name", "behind-haproxy"], 0).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
@@ -591,6 +603,7 @@ async fn an_idle_stream_cut_by_a_real_proxy_does_not_break_the_session() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_flooding_requests_is_cut_off_and_memory_stays_bounded() {
+    require!(program("python3"), program("haproxy"));
     // It answers initialize, then writes ping requests forever and never
     // reads its stdin again, so no reply can ever be delivered.
     let (_d, mon) = start(&[stdio_cmd(
@@ -645,6 +658,7 @@ async fn a_server_flooding_requests_is_cut_off_and_memory_stays_bounded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_s_huge_and_control_character_strings_stay_out_of_outputs() {
+    require!(program("python3"), program("haproxy"));
     // serverInfo with a 1 MiB protocolVersion and version, and a name with
     // a newline, a forged log line and ESC sequences.
     let (_d, mon) = start(&[stdio_cmd(

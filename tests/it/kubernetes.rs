@@ -5,13 +5,11 @@
 //! renders, `amtool` on the routes, and a live Alertmanager holding back the
 //! pages a whole-shard-down alert explains.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 use serde_json::{Value, json};
 
 fn chart() -> PathBuf {
@@ -92,6 +90,13 @@ fn validate(rendered: &str) -> String {
 
 #[test]
 fn the_chart_lints_and_renders_valid_objects_for_three_shards() {
+    require!(
+        program("helm"),
+        program("amtool"),
+        program("prometheus-alertmanager"),
+        program("promtool"),
+        installed("tests/python/.venv-k8s")
+    );
     let lint = run_ok(
         Command::new(which("helm"))
             .args(["lint", "--strict"])
@@ -166,6 +171,13 @@ fn the_chart_lints_and_renders_valid_objects_for_three_shards() {
 
 #[test]
 fn the_rendered_rules_are_the_shipped_rules_with_the_release_selector() {
+    require!(
+        program("helm"),
+        program("amtool"),
+        program("prometheus-alertmanager"),
+        program("promtool"),
+        installed("tests/python/.venv-k8s")
+    );
     let selector = r#"namespace="monitoring""#;
     let (_, objects) = template(&[
         "--set-string",
@@ -213,6 +225,13 @@ fn the_rendered_rules_are_the_shipped_rules_with_the_release_selector() {
 
 #[test]
 fn the_rendered_fleet_file_is_a_valid_config_and_the_dashboards_are_the_shipped_ones() {
+    require!(
+        program("helm"),
+        program("amtool"),
+        program("prometheus-alertmanager"),
+        program("promtool"),
+        installed("tests/python/.venv-k8s")
+    );
     let (_, objects) = template(&[
         "--set-json",
         r#"fleet={"servers":[{"id":"search","transport":"http","url":"http://search:8080/mcp","labels":{"team":"payments"}}],"http_sd_configs":[{"url":"http://registry:8080/mcp-servers"}]}"#,
@@ -256,6 +275,13 @@ fn the_rendered_fleet_file_is_a_valid_config_and_the_dashboards_are_the_shipped_
 
 #[test]
 fn alertmanager_routes_by_team() {
+    require!(
+        program("helm"),
+        program("amtool"),
+        program("prometheus-alertmanager"),
+        program("promtool"),
+        installed("tests/python/.venv-k8s")
+    );
     let config = repo().join("deploy/alertmanager/alertmanager.yml");
     run_ok(
         Command::new(which("amtool"))
@@ -306,6 +332,13 @@ impl Drop for Alertmanager {
 
 #[tokio::test]
 async fn a_whole_shard_down_holds_back_that_shards_server_pages_in_a_live_alertmanager() {
+    require!(
+        program("helm"),
+        program("amtool"),
+        program("prometheus-alertmanager"),
+        program("promtool"),
+        installed("tests/python/.venv-k8s")
+    );
     let dir = tempfile::Builder::new()
         .prefix("mcpmon-am-")
         .tempdir()

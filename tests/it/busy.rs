@@ -3,12 +3,10 @@
 //! the verdict, its reason, mcpmon's counters, and what the server itself
 //! observed (executions and cancellations, read from its health_check).
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 use serde_json::Value;
 
 /// Timers for these cases: fast pings, a short window so a recovered server
@@ -116,6 +114,10 @@ fn reconnects(m: &str, id: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cpu_bound_tool_with_progress_reads_busy_never_unhealthy_and_runs_once() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-modern")
+    );
     // The server's only thread burns CPU in 900 ms chunks (pings wait behind
     // each chunk, well over the 300 ms ping timeout) and sends progress
     // between chunks, for 4 s in all.
@@ -227,6 +229,10 @@ async fn a_cpu_bound_tool_with_progress_reads_busy_never_unhealthy_and_runs_once
 /// over each transport and era; the session stays up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_long_call_is_cancelled_at_its_request_timeout_and_the_session_kept() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-modern")
+    );
     let legacy_http = demo_http(&["--name", "lh", "--era", "legacy"], 0).await;
     let modern_http = demo_http(&["--name", "mh", "--era", "modern"], 0).await;
     let probe = tool_probe("sleep", "{ms: 5000}", "500ms", "10s");
@@ -277,6 +283,10 @@ async fn a_silent_long_call_is_cancelled_at_its_request_timeout_and_the_session_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_never_extends_a_call_past_max_request_timeout() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-modern")
+    );
     let mark = marker("chatty");
     let yaml = format!(
         "{}servers:\n{}",
@@ -329,6 +339,10 @@ async fn progress_never_extends_a_call_past_max_request_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_process_is_unhealthy_at_once_and_healthy_again_after_sigcont() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-modern")
+    );
     let mark = marker("stop");
     let yaml = format!(
         "{}servers:\n{}",
@@ -361,6 +375,10 @@ async fn a_stopped_process_is_unhealthy_at_once_and_healthy_again_after_sigcont(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_silent_stdio_server_is_stuck_after_stuck_after_then_restarted() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-modern")
+    );
     let mark = marker("idle");
     let yaml = format!(
         "{}servers:\n{}",
@@ -414,6 +432,10 @@ async fn an_idle_silent_stdio_server_is_stuck_after_stuck_after_then_restarted()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_http_server_is_unresponsive_then_stuck_at_stuck_after() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-modern")
+    );
     let server = demo_http(&["--name", "hung", "--hang-after-ms", "1500"], 0).await;
     let yaml = format!(
         "{}servers:\n{}",

@@ -3,12 +3,10 @@
 //! mcpmon reaps them. A `sh -c` wrapper is killed again and again, and no
 //! zombie is left in the namespace; SIGTERM still stops mcpmon cleanly.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 
 /// (parent pid, state letter) of every process.
 fn processes() -> HashMap<i32, (i32, char)> {
@@ -62,6 +60,7 @@ fn can_unshare() -> bool {
 
 #[tokio::test]
 async fn as_pid_1_mcpmon_reaps_the_orphans_of_killed_wrappers() {
+    require!(program("unshare"));
     assert!(
         can_unshare(),
         "unshare --user --pid is not permitted here; this test needs user namespaces"

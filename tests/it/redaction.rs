@@ -5,12 +5,10 @@
 //! server prints it to its stderr, or an error quotes the URL), error
 //! messages, or `check-config`.
 
-mod common;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 
 const SECRET: &str = "s3cr3t-Planted-7f9c";
 /// Used only in one URL path, so nothing else registers it.

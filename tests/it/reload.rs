@@ -3,12 +3,10 @@
 //! their sessions), reject an invalid one without changing anything, and
 //! neither SIGTERM nor SIGKILL of mcpmon leaves a stdio child behind.
 
-mod common;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 
 fn stdio(id: &str, marker: &str) -> String {
     format!(

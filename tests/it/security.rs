@@ -1,11 +1,9 @@
 //! Trust boundaries, tested through the real binary: what a third-party
 //! server can see and do. `docs/security.md` maps each boundary to its test.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::*;
+use crate::support::*;
 
 /// Every variable a child may get from mcpmon's own environment.
 const ALLOWLIST: &[&str] = &[

@@ -2,13 +2,11 @@
 //! `--web.config.file` (the format Prometheus exporters use), slow clients
 //! cut off, request bodies bounded, and a bad web config refused at start.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 
 fn fleet(dir: &std::path::Path) -> std::path::PathBuf {
     let cfg = dir.join("fleet.yaml");

@@ -4,12 +4,10 @@
 //! mcpmon itself is gone. The proxies' configs, the nginx generator's command
 //! and the Kubernetes readiness probe are taken from docs/operations.md.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 
 /// The first fenced block of `lang` under the `### {section}` heading of
 /// docs/operations.md: the tests run the recipes as written there.
@@ -157,6 +155,11 @@ async fn haproxy_stat(socket: &std::path::Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn haproxy_checks_each_server_through_mcpmon_and_fails_open() {
+    require!(
+        program("haproxy"),
+        program("nginx"),
+        installed("tests/python/.venv-envoy")
+    );
     let (s1, mut s2, mut mon, dir) = two_backends().await;
     let mcpmon_port = mon.addr.rsplit(':').next().expect("port").to_owned();
     let port = free_port();
@@ -228,6 +231,11 @@ async fn haproxy_checks_each_server_through_mcpmon_and_fails_open() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_upstreams_written_from_mcpmon_route_around_a_dead_server() {
+    require!(
+        program("haproxy"),
+        program("nginx"),
+        installed("tests/python/.venv-envoy")
+    );
     let (s1, mut s2, mut mon, dir) = two_backends().await;
     let port = free_port();
     let upstreams = dir.path().join("mcp.upstream.conf");
@@ -337,6 +345,11 @@ async fn nginx_upstreams_written_from_mcpmon_route_around_a_dead_server() {
 
 #[test]
 fn the_envoy_recipe_matches_envoys_own_api() {
+    require!(
+        program("haproxy"),
+        program("nginx"),
+        installed("tests/python/.venv-envoy")
+    );
     // No Envoy build installs here: the recipe is checked against Envoy's
     // API definitions instead (and a health check address must be an IP).
     let python = repo().join("tests/python/.venv-envoy/bin/python");

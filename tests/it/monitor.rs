@@ -1,11 +1,9 @@
 //! mcpmon against the demo server over both transports and both eras: real
 //! child processes, real sockets, readiness waits, bounded polling.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 
 fn stdio_server(id: &str, marker: &str, args: &[&str]) -> String {
     let args: Vec<String> = ["--name", id]
@@ -30,6 +28,7 @@ fn fleet(servers: &[String]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthy_and_degraded_servers_over_both_transports() {
+    require!(program("promtool"), installed("tests/node/node_modules"));
     let ok_http = demo_http(&["--name", "web"], 0).await;
     let degraded_http = demo_http(&["--name", "webdeg", "--status", "degraded"], 0).await;
     let mon = Monitor::start(&fleet(&[
@@ -146,6 +145,7 @@ async fn healthy_and_degraded_servers_over_both_transports() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_stdio_server_is_unhealthy_at_once_and_recovers_after_backoff() {
+    require!(program("promtool"), installed("tests/node/node_modules"));
     let mark = marker("kill");
     let mon = Monitor::start(&fleet(&[stdio_server("victim", &mark, &[])])).await;
     mon.wait_status("victim", "healthy", Duration::from_secs(10))
@@ -207,6 +207,7 @@ async fn killed_stdio_server_is_unhealthy_at_once_and_recovers_after_backoff() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_http_server_is_unhealthy_within_a_ping_and_recovers_when_restarted() {
+    require!(program("promtool"), installed("tests/node/node_modules"));
     let mut server = demo_http(&["--name", "h"], 0).await;
     let port = server.port;
     let mon = Monitor::start(&fleet(&[http_server("web", &server.url)])).await;
@@ -237,6 +238,7 @@ async fn killed_http_server_is_unhealthy_within_a_ping_and_recovers_when_restart
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modern_era_servers_are_monitored_without_ping() {
+    require!(program("promtool"), installed("tests/node/node_modules"));
     let http = demo_http(&["--name", "mh", "--era", "modern"], 0).await;
     let mon = Monitor::start(&fleet(&[
         stdio_server("modern-stdio", &marker("m"), &["--era", "modern"]),
@@ -313,6 +315,7 @@ async fn modern_era_servers_are_monitored_without_ping() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fleet_policy_and_unknown_states_decide_the_fleet_code() {
+    require!(program("promtool"), installed("tests/node/node_modules"));
     // Nothing listens on this port: the server is unreachable from the start.
     let dead = format!("http://127.0.0.1:{}/mcp", free_port());
     let yaml = format!(
@@ -355,6 +358,7 @@ async fn fleet_policy_and_unknown_states_decide_the_fleet_code() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_fails_to_start_is_unhealthy_and_retried_with_backoff() {
+    require!(program("promtool"), installed("tests/node/node_modules"));
     let yaml = format!(
         "{FAST_GLOBAL}servers:\n  - id: missing\n    transport: stdio\n    command: /nonexistent/mcp-server\n"
     );
@@ -384,6 +388,7 @@ async fn a_server_that_fails_to_start_is_unhealthy_and_retried_with_backoff() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_exposition_passes_promtool() {
+    require!(program("promtool"), installed("tests/node/node_modules"));
     let promtool = which("promtool");
     let mon = Monitor::start(&fleet(&[stdio_server("p", &marker("p"), &[])])).await;
     mon.wait_status("p", "healthy", Duration::from_secs(10))
@@ -420,6 +425,7 @@ async fn metrics_exposition_passes_promtool() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_and_health_of_one_generation_never_disagree() {
+    require!(program("promtool"), installed("tests/node/node_modules"));
     // Two servers flap (one crashes every 300 ms and is restarted, one fails
     // half its pings); /health/fleet and /metrics are sampled back to back,
     // and whenever both carry the same generation they must agree on every

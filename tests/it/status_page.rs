@@ -2,14 +2,17 @@
 //! (`tests/browser/check_status.py`). It takes the README's screenshot
 //! (`target/status-page.png`).
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_page_in_a_real_browser() {
+    require!(
+        program("chromium"),
+        program("chromedriver"),
+        installed("tests/python/.venv-browser")
+    );
     let dir = tempfile::tempdir().expect("tempdir");
     let payload = "<script>document.title='pwned';window.pwned=1</script>";
     let cfg = dir.path().join("fleet.yaml");

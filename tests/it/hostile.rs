@@ -7,15 +7,13 @@
 //! on within 2 s.
 //!
 //! The attackers are `tests/hostile/attacks.py` (stdlib Python). Attacks
-//! run one at a time (they load the machine on purpose), and each starts
-//! only once its baseline is taken.
-
-mod common;
+//! run alone (they load the machine on purpose: no other test's mcpmon runs
+//! meanwhile), and each starts only once its baseline is taken.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 use serde_json::Value;
 
 const GLOBAL: &str = r#"
@@ -37,9 +35,6 @@ const RSS_BOUND_MIB: u64 = 64;
 const OBEY_WITHIN: Duration = Duration::from_secs(2);
 /// How long setting up a case may take (a loaded machine).
 const PATIENCE: Duration = Duration::from_secs(30);
-
-/// One attack at a time: each loads the machine on purpose.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn attacks() -> String {
     repo()
@@ -288,29 +283,35 @@ async fn storm(transport: &str, era: &str, kind: &str) {
 }
 
 async fn storms(transport: &str, era: &str) {
-    let _one = ONE_AT_A_TIME.lock().await;
-    for kind in STORMS {
-        storm(transport, era, kind).await;
-    }
+    alone(async {
+        for kind in STORMS {
+            storm(transport, era, kind).await;
+        }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notification_storms_over_stdio_legacy() {
+    require!(program("python3"));
     storms("stdio", "legacy").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notification_storms_over_stdio_modern() {
+    require!(program("python3"));
     storms("stdio", "modern").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notification_storms_over_http_legacy() {
+    require!(program("python3"));
     storms("http", "legacy").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notification_storms_over_http_modern() {
+    require!(program("python3"));
     storms("http", "modern").await;
 }
 
@@ -356,27 +357,30 @@ fn alias_bomb() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_yaml_alias_bomb_in_a_file_or_an_endpoint_is_refused() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let (mut case, body, sd) = discovery_case("", &[]).await;
-    let bomb = alias_bomb();
-    let base = held(case.mon.pid()).rss_kib;
-    put(&sd.join("bomb.yaml"), &bomb);
-    put(&body, &bomb);
-    endure(&case.mon, base, ATTACK, RSS_BOUND_MIB).await;
-    still_obeys(&mut case.mon).await;
-    let m = wait_metrics(&case.mon, "both refreshes failing", |m| {
-        counter(m, "mcpmon_sd_refresh_failures_total", "mechanism=\"file\"") >= 1.0
-            && counter(m, "mcpmon_sd_refresh_failures_total", "mechanism=\"http\"") >= 1.0
+    require!(program("python3"));
+    alone(async {
+        let (mut case, body, sd) = discovery_case("", &[]).await;
+        let bomb = alias_bomb();
+        let base = held(case.mon.pid()).rss_kib;
+        put(&sd.join("bomb.yaml"), &bomb);
+        put(&body, &bomb);
+        endure(&case.mon, base, ATTACK, RSS_BOUND_MIB).await;
+        still_obeys(&mut case.mon).await;
+        let m = wait_metrics(&case.mon, "both refreshes failing", |m| {
+            counter(m, "mcpmon_sd_refresh_failures_total", "mechanism=\"file\"") >= 1.0
+                && counter(m, "mcpmon_sd_refresh_failures_total", "mechanism=\"http\"") >= 1.0
+        })
+        .await;
+        assert!(m.contains("mcpmon_sd_servers{mechanism=\"file\"} 0"), "{m}");
+        let text = case.mon.log_text();
+        assert!(
+            text.contains("aliases expand"),
+            "the file's refusal says why"
+        );
+        assert!(text.contains("not JSON"), "the endpoint's refusal says why");
+        stops_at_once(&mut case.mon);
     })
     .await;
-    assert!(m.contains("mcpmon_sd_servers{mechanism=\"file\"} 0"), "{m}");
-    let text = case.mon.log_text();
-    assert!(
-        text.contains("aliases expand"),
-        "the file's refusal says why"
-    );
-    assert!(text.contains("not JSON"), "the endpoint's refusal says why");
-    stops_at_once(&mut case.mon);
 }
 
 /// `n` entries that each fail validation (an unknown key), 75 bytes each.
@@ -389,29 +393,33 @@ fn bad_entries(n: usize) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_bad_entries_never_delay_signals_or_reloads() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    // Validation of 4 000 bad entries took 30 s of the main loop's time.
-    let (mut case, body, _) = discovery_case("    max_servers: 100000\n", &[]).await;
-    let base = held(case.mon.pid()).rss_kib;
-    put(&body, &bad_entries(4000));
-    endure(&case.mon, base, Duration::from_secs(2), RSS_BOUND_MIB).await;
-    still_obeys(&mut case.mon).await;
-    let m = wait_metrics(&case.mon, "4 000 entries counted", |m| {
-        counter(m, "mcpmon_sd_entries_rejected_total", "reason=\"invalid\"") >= 4000.0
+    require!(program("python3"));
+    alone(async {
+        // Validation of 4 000 bad entries took 30 s of the main loop's time.
+        let (mut case, body, _) = discovery_case("    max_servers: 100000\n", &[]).await;
+        let base = held(case.mon.pid()).rss_kib;
+        put(&body, &bad_entries(4000));
+        endure(&case.mon, base, Duration::from_secs(2), RSS_BOUND_MIB).await;
+        still_obeys(&mut case.mon).await;
+        let m = wait_metrics(&case.mon, "4 000 entries counted", |m| {
+            counter(m, "mcpmon_sd_entries_rejected_total", "reason=\"invalid\"") >= 4000.0
+        })
+        .await;
+        let lines = logs(&case.mon)
+            .iter()
+            .filter(|v| v["fields"]["message"] == "discovered entry left out")
+            .count();
+        assert!(lines <= 40, "{lines} lines for one bad document");
+        drop(m);
+        stops_at_once(&mut case.mon);
     })
     .await;
-    let lines = logs(&case.mon)
-        .iter()
-        .filter(|v| v["fields"]["message"] == "discovered entry left out")
-        .count();
-    assert!(lines <= 40, "{lines} lines for one bad document");
-    drop(m);
-    stops_at_once(&mut case.mon);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_asking_for_sixty_thousand_servers_or_a_tight_loop_is_held_to_its_limits() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    require!(program("python3"));
+    alone(async {
     // A cap of 100: the servers it admits cost what any 100 servers cost;
     // what must not cost anything is the 59 900 past it.
     let (mut case, body, _) = discovery_case("    max_servers: 100\n", &[]).await;
@@ -449,49 +457,55 @@ async fn a_source_asking_for_sixty_thousand_servers_or_a_tight_loop_is_held_to_i
     eprintln!("reconnects per second: {rate:.0}");
     assert!(rate <= 100.0, "{rate:.0} reconnects a second");
     stops_at_once(&mut case.mon);
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovered_entries_aimed_at_mcpmon_itself_are_refused() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    // A second listen address on a known port, for the entries to aim at.
-    let own = free_port();
-    let listen = format!("127.0.0.1:{own}");
-    let (mut case, body, _) = discovery_case("", &["--web.listen-address", &listen]).await;
-    let entries: Vec<String> = (0..20)
+    require!(program("python3"));
+    alone(async {
+        // A second listen address on a known port, for the entries to aim at.
+        let own = free_port();
+        let listen = format!("127.0.0.1:{own}");
+        let (mut case, body, _) = discovery_case("", &["--web.listen-address", &listen]).await;
+        let entries: Vec<String> = (0..20)
         .map(|i| {
             format!(
                 r#"{{"id":"loop{i}","transport":"http","url":"http://127.0.0.1:{own}/-/reload"}}"#
             )
         })
         .collect();
-    let base = held(case.mon.pid()).rss_kib;
-    put(&body, &format!("[{}]", entries.join(",")));
-    let m = wait_metrics(&case.mon, "the entries refused", |m| {
-        counter(
-            m,
-            "mcpmon_sd_entries_rejected_total",
-            "reason=\"own_address\"",
-        ) >= 20.0
+        let base = held(case.mon.pid()).rss_kib;
+        put(&body, &format!("[{}]", entries.join(",")));
+        let m = wait_metrics(&case.mon, "the entries refused", |m| {
+            counter(
+                m,
+                "mcpmon_sd_entries_rejected_total",
+                "reason=\"own_address\"",
+            ) >= 20.0
+        })
+        .await;
+        drop(m);
+        let reloads = count_logs(&case.mon, "configuration reloaded");
+        endure(&case.mon, base, ATTACK, RSS_BOUND_MIB).await;
+        assert_eq!(
+            count_logs(&case.mon, "configuration reloaded"),
+            reloads,
+            "mcpmon reloaded itself"
+        );
+        still_obeys(&mut case.mon).await;
+        stops_at_once(&mut case.mon);
     })
     .await;
-    drop(m);
-    let reloads = count_logs(&case.mon, "configuration reloaded");
-    endure(&case.mon, base, ATTACK, RSS_BOUND_MIB).await;
-    assert_eq!(
-        count_logs(&case.mon, "configuration reloaded"),
-        reloads,
-        "mcpmon reloaded itself"
-    );
-    still_obeys(&mut case.mon).await;
-    stops_at_once(&mut case.mon);
 }
 
 // ---- 4. tools/list amplification ----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_listing_of_sixty_four_megabytes_and_endless_list_changed() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    require!(program("python3"));
+    alone(async {
     let dir = tempfile::tempdir().expect("tempdir");
     let trigger = dir.path().join("attack");
     let server = format!(
@@ -507,13 +521,16 @@ async fn a_tool_listing_of_sixty_four_megabytes_and_endless_list_changed() {
     let (_, v) = case.mon.server("attacker").await;
     eprintln!("attacker after the listings: {v}");
     stops_at_once(&mut case.mon);
+    })
+    .await;
 }
 
 // ---- 5. Whole-fleet pages for clients that never read ----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_that_never_read_whole_fleet_pages_share_one_render() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    require!(program("python3"));
+    alone(async {
     let dir = tempfile::tempdir().expect("tempdir");
     let dead = free_port();
     let servers: String = (0..2000)
@@ -546,13 +563,16 @@ async fn clients_that_never_read_whole_fleet_pages_share_one_render() {
     still_obeys(&mut case.mon).await;
     drop(idle);
     stops_at_once(&mut case.mon);
+    })
+    .await;
 }
 
 // ---- 8, 9. What untrusted sources may write ----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_untrusted_source_cannot_censor_other_text_or_break_a_json_line() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    require!(program("python3"));
+    alone(async {
     let dir = tempfile::tempdir().expect("tempdir");
     // A token endpoint that hands out JSON syntax as its token.
     let (token, token_port) =
@@ -618,11 +638,14 @@ async fn an_untrusted_source_cannot_censor_other_text_or_break_a_json_line() {
     assert!(!mon.log_text().contains("an-operator-secret"));
     drop((token, sd));
     stops_at_once(&mut mon);
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_discovery_key_cannot_forge_a_log_line() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    require!(program("python3"));
+    alone(async {
     let dir = tempfile::tempdir().expect("tempdir");
     let body = dir.path().join("body.json");
     std::fs::write(
@@ -664,35 +687,40 @@ async fn a_discovery_key_cannot_forge_a_log_line() {
     drop(sd);
     mon.signal(libc::SIGTERM);
     assert!(mon.wait_exit(Duration::from_secs(20)).success());
+    })
+    .await;
 }
 
 // ---- 10. file_sd and its own reads ----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_sd_reads_a_broken_file_once_not_on_its_own_reads() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let (mut case, _, sd) = discovery_case("", &[]).await;
-    put(&sd.join("fine.yaml"), "[]\n");
-    let broken = format!("- {{ id: x\n{}", "  # padding\n".repeat(180_000));
-    let cpu_before = cpu_seconds(case.mon.pid());
-    let base = held(case.mon.pid()).rss_kib;
-    put(&sd.join("broken.yaml"), &broken);
-    endure(&case.mon, base, Duration::from_secs(8), RSS_BOUND_MIB).await;
-    let failures = logs(&case.mon)
-        .iter()
-        .filter(|v| {
-            v["fields"]["message"]
-                == "discovery refresh failed; the source keeps its last good list"
-        })
-        .count();
-    let cpu = cpu_seconds(case.mon.pid()) - cpu_before;
-    eprintln!("{failures} failures logged, {cpu:.2} s of CPU in 8 s");
-    assert!(
-        failures <= 2,
-        "{failures} warnings for one broken file in 8 s"
-    );
-    still_obeys(&mut case.mon).await;
-    stops_at_once(&mut case.mon);
+    require!(program("python3"));
+    alone(async {
+        let (mut case, _, sd) = discovery_case("", &[]).await;
+        put(&sd.join("fine.yaml"), "[]\n");
+        let broken = format!("- {{ id: x\n{}", "  # padding\n".repeat(180_000));
+        let cpu_before = cpu_seconds(case.mon.pid());
+        let base = held(case.mon.pid()).rss_kib;
+        put(&sd.join("broken.yaml"), &broken);
+        endure(&case.mon, base, Duration::from_secs(8), RSS_BOUND_MIB).await;
+        let failures = logs(&case.mon)
+            .iter()
+            .filter(|v| {
+                v["fields"]["message"]
+                    == "discovery refresh failed; the source keeps its last good list"
+            })
+            .count();
+        let cpu = cpu_seconds(case.mon.pid()) - cpu_before;
+        eprintln!("{failures} failures logged, {cpu:.2} s of CPU in 8 s");
+        assert!(
+            failures <= 2,
+            "{failures} warnings for one broken file in 8 s"
+        );
+        still_obeys(&mut case.mon).await;
+        stops_at_once(&mut case.mon);
+    })
+    .await;
 }
 
 // ---- 11. An SSE event that arrives a kibibyte at a time ----
@@ -714,33 +742,37 @@ fn cpu_seconds(pid: i32) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_sse_event_is_scanned_once() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let trigger = dir.path().join("attack").display().to_string();
-    let (peer, port) = python_peer(
-        &["http", "legacy", "slow-event", &trigger],
-        &dir.path().join("port"),
-    )
+    require!(program("python3"));
+    alone(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let trigger = dir.path().join("attack").display().to_string();
+        let (peer, port) = python_peer(
+            &["http", "legacy", "slow-event", &trigger],
+            &dir.path().join("port"),
+        )
+        .await;
+        let server = format!(
+            "  - id: attacker\n    transport: http\n    url: http://127.0.0.1:{port}/mcp\n"
+        );
+        let mut case = Case::start(dir, &server, "", &[], vec![peer]).await;
+        case.mon.wait_status("attacker", "healthy", PATIENCE).await;
+        let before = cpu_seconds(case.mon.pid());
+        let answered = |m: &str| counter(m, "mcpmon_probes_total", "server=\"attacker\"");
+        let (_, m) = case.mon.get("/metrics").await;
+        let pings_before = answered(&m);
+        case.attack(RSS_BOUND_MIB).await;
+        let cpu = cpu_seconds(case.mon.pid()) - before;
+        let (_, m) = case.mon.get("/metrics").await;
+        let pings = answered(&m) - pings_before;
+        eprintln!("{pings} probes of 3 MiB answers cost {cpu:.2} s of CPU");
+        assert!(pings >= 2.0, "the slow answers never came: {pings}");
+        // Scanned once, a 3 MiB answer costs milliseconds; rescanned at every
+        // kibibyte, seconds.
+        assert!(
+            cpu < 3.0 + pings * 0.1,
+            "{cpu:.2} s of CPU for {pings} answers"
+        );
+        stops_at_once(&mut case.mon);
+    })
     .await;
-    let server =
-        format!("  - id: attacker\n    transport: http\n    url: http://127.0.0.1:{port}/mcp\n");
-    let mut case = Case::start(dir, &server, "", &[], vec![peer]).await;
-    case.mon.wait_status("attacker", "healthy", PATIENCE).await;
-    let before = cpu_seconds(case.mon.pid());
-    let answered = |m: &str| counter(m, "mcpmon_probes_total", "server=\"attacker\"");
-    let (_, m) = case.mon.get("/metrics").await;
-    let pings_before = answered(&m);
-    case.attack(RSS_BOUND_MIB).await;
-    let cpu = cpu_seconds(case.mon.pid()) - before;
-    let (_, m) = case.mon.get("/metrics").await;
-    let pings = answered(&m) - pings_before;
-    eprintln!("{pings} probes of 3 MiB answers cost {cpu:.2} s of CPU");
-    assert!(pings >= 2.0, "the slow answers never came: {pings}");
-    // Scanned once, a 3 MiB answer costs milliseconds; rescanned at every
-    // kibibyte, seconds.
-    assert!(
-        cpu < 3.0 + pings * 0.1,
-        "{cpu:.2} s of CPU for {pings} answers"
-    );
-    stops_at_once(&mut case.mon);
 }

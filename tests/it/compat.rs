@@ -6,12 +6,10 @@
 //! between; every failing one reads unhealthy with its own words in the
 //! detail; every modern server speaks 2026-07-28.
 
-mod common;
-
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 use serde_json::Value;
 
 fn node_bin(name: &str) -> PathBuf {
@@ -86,6 +84,14 @@ fn changes(v: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_third_party_servers_started_together_read_right_from_the_first_second() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-reference"),
+        installed("tests/python/.venv-fastmcp2"),
+        installed("tests/python/.venv-fastmcp4"),
+        installed("tests/python/.venv-proxy"),
+        installed("tests/python/.venv-modern")
+    );
     let dir = tempfile::tempdir().expect("tempdir");
     let files = dir.path().join("files");
     std::fs::create_dir(&files).expect("mkdir");

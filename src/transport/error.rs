@@ -1,0 +1,363 @@
+//! How requests and sessions fail, classified once where the failure is
+//! seen, so nothing above reads error strings: the request errors, the
+//! link failures, and the classification of rmcp's, reqwest's and the
+//! kernel's errors into them.
+
+use std::time::Duration;
+
+use rmcp::service::ServiceError;
+
+use super::truncate;
+
+/// Why a request failed, classified.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// No answer before the deadline.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The transport is gone (stdio pipe closed).
+    #[error("transport closed")]
+    Closed,
+    /// Connection refused or reset, or the name does not resolve.
+    #[error("unreachable: {0}")]
+    Unreachable(String),
+    /// The server wants credentials, or refused the ones sent (HTTP 401).
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// The credentials lack a permission the request needs (HTTP 403).
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// The server asked to be called less (HTTP 429, or 503 with
+    /// `Retry-After`): it is there and deliberately not serving this one.
+    #[error("throttled: HTTP {status}{}", retry_after.map(|d| format!(", retry after {d:?}")).unwrap_or_default())]
+    Throttled {
+        /// 429 or 503.
+        status: u16,
+        /// How long the server asked to wait, if it said.
+        retry_after: Option<Duration>,
+    },
+    /// Any other transport failure (HTTP status, TLS, protocol violation).
+    #[error("transport error: {0}")]
+    Transport(String),
+    /// The server answered with a JSON-RPC error.
+    #[error("server error {code}: {message}")]
+    Rpc {
+        /// JSON-RPC error code.
+        code: i32,
+        /// Its message, truncated.
+        message: String,
+    },
+    /// The server answered with something that is not the expected result.
+    #[error("unexpected answer")]
+    Unexpected,
+}
+
+impl RequestError {
+    /// True when the failure means the link itself is gone.
+    pub fn is_transport_death(&self) -> bool {
+        // An auth refusal ends the session too: a new one is opened, and
+        // that attempt reports the refusal as its own verdict.
+        matches!(
+            self,
+            RequestError::Closed
+                | RequestError::Unreachable(_)
+                | RequestError::Unauthenticated(_)
+                | RequestError::Forbidden(_)
+        )
+    }
+}
+
+/// The throttling an HTTP answer signals: 429 always, 503 only with a
+/// `Retry-After` (without one it is an outage, not a request to slow down).
+pub fn throttled(status: u16, retry_after: Option<&str>) -> Option<RequestError> {
+    let retry_after = retry_after.and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
+    match status {
+        429 => Some(RequestError::Throttled {
+            status,
+            retry_after,
+        }),
+        503 if retry_after.is_some() => Some(RequestError::Throttled {
+            status,
+            retry_after,
+        }),
+        _ => None,
+    }
+}
+
+/// A `Retry-After` value (RFC 9110): delay-seconds or an HTTP date.
+pub fn parse_retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or_default())
+}
+
+/// Why a synthetic tool call failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ToolCallError {
+    /// No answer and no progress for the request timeout: cancelled.
+    #[error("no progress within {0:?}; cancelled")]
+    IdleTimeout(Duration),
+    /// The maximum request timeout passed, progress or not: cancelled.
+    #[error("still running at the {0:?} cap; cancelled")]
+    MaxTimeout(Duration),
+    /// Anything else.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+}
+
+/// How a link was lost or could not be made: definitive transport evidence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkFailure {
+    /// The stdio child exited.
+    Exited,
+    /// Connection refused, reset, or the name does not resolve.
+    Unreachable,
+    /// Could not spawn or connect (TLS, HTTP error).
+    ConnectFailed,
+    /// Connected, but the handshake failed or timed out.
+    HandshakeFailed,
+    /// The server wants credentials, or refused the ones sent (HTTP 401).
+    Unauthenticated,
+    /// The credentials lack a permission (HTTP 403).
+    Forbidden,
+    /// The server asked to be called less (HTTP 429, or 503 with `Retry-After`).
+    Throttled,
+    /// The server sent more requests than a client can be asked to serve.
+    RequestFlood,
+    /// The server sent more messages or bytes than its budget allows.
+    MessageFlood,
+}
+
+/// Why opening a session failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{phase}: {detail}")]
+pub struct OpenError {
+    /// What kind of failure this is.
+    pub failure: LinkFailure,
+    /// Which phase failed: `spawn`, `connect` or `handshake`.
+    pub phase: &'static str,
+    /// What happened.
+    pub detail: String,
+}
+
+/// An rmcp request failure as a [`RequestError`]; `timeout` is the deadline
+/// the request had.
+pub(super) fn classify(e: ServiceError, timeout: Duration) -> RequestError {
+    match e {
+        ServiceError::Timeout { .. } => RequestError::Timeout(timeout),
+        ServiceError::TransportClosed => RequestError::Closed,
+        ServiceError::McpError(e) => RequestError::Rpc {
+            code: e.code.0,
+            message: truncate(&e.message, 200),
+        },
+        ServiceError::TransportSend(e) => classify_transport(e.error.as_ref()),
+        ServiceError::Cancelled { .. } => RequestError::Closed,
+        _ => RequestError::Unexpected,
+    }
+}
+
+/// The next error in a chain. rmcp keeps the reqwest error of a failed POST in
+/// a variant that is not marked as a source, so step into it by hand.
+fn next_source<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a (dyn std::error::Error + 'static)> {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    if let Some(StreamableHttpError::Client(inner)) =
+        err.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+    {
+        return Some(inner);
+    }
+    err.source()
+}
+
+/// An HTTP 401 or 403 somewhere in an error, as rmcp and reqwest report
+/// them: a challenge rmcp parsed, a status rmcp quoted, or reqwest's own.
+fn auth_refusal(err: &(dyn std::error::Error + 'static)) -> Option<reqwest::StatusCode> {
+    use reqwest::StatusCode;
+    use rmcp::transport::streamable_http_client::StreamableHttpError as H;
+    if let Some(h) = err.downcast_ref::<H<reqwest::Error>>() {
+        return match h {
+            H::AuthRequired(_) => Some(StatusCode::UNAUTHORIZED),
+            H::InsufficientScope(_) => Some(StatusCode::FORBIDDEN),
+            H::UnexpectedServerResponse(text) if text.starts_with("HTTP 401") => {
+                Some(StatusCode::UNAUTHORIZED)
+            }
+            H::UnexpectedServerResponse(text) if text.starts_with("HTTP 403") => {
+                Some(StatusCode::FORBIDDEN)
+            }
+            _ => None,
+        };
+    }
+    err.downcast_ref::<reqwest::Error>()
+        .and_then(reqwest::Error::status)
+        .filter(|s| matches!(*s, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN))
+}
+
+/// Walk an error's chain for an auth refusal, or an I/O kind or resolver
+/// failure that means "nobody there"; anything else is a transport error.
+pub(super) fn classify_transport(e: &(dyn std::error::Error + 'static)) -> RequestError {
+    let text = truncate(&error_chain(e), 300);
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(rmcp::transport::streamable_http_client::StreamableHttpError::HttpStatus(s)) =
+            err.downcast_ref::<rmcp::transport::streamable_http_client::StreamableHttpError<
+                reqwest::Error,
+            >>()
+            && let Some(t) = super::throttled(s.status, s.retry_after.as_deref())
+        {
+            return t;
+        }
+        match auth_refusal(err) {
+            Some(reqwest::StatusCode::UNAUTHORIZED) => return RequestError::Unauthenticated(text),
+            Some(_) => return RequestError::Forbidden(text),
+            None => {}
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            if matches!(
+                io.kind(),
+                ConnectionRefused
+                    | ConnectionReset
+                    | ConnectionAborted
+                    | NotConnected
+                    | BrokenPipe
+                    | HostUnreachable
+                    | NetworkUnreachable
+            ) {
+                return RequestError::Unreachable(text);
+            }
+        }
+        source = next_source(err);
+    }
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("dns error") || lower.contains("failed to lookup address") {
+        return RequestError::Unreachable(text);
+    }
+    RequestError::Transport(text)
+}
+
+pub(super) fn classify_open(e: &rmcp::service::ClientInitializeError) -> OpenError {
+    use rmcp::service::ClientInitializeError as E;
+    // `TransportError` keeps its cause in a field that is not a `source()`.
+    let (class, detail) = match e {
+        E::TransportError { error, context } => {
+            // The transport's own text is its Rust type name; skip to the cause.
+            let inner: &(dyn std::error::Error + 'static) = error.error.as_ref();
+            let class = classify_transport(inner);
+            (Some(class), format!("{context}: {}", error_chain(inner)))
+        }
+        _ => (None, error_chain(e)),
+    };
+    let detail = truncate(&detail, 300);
+    let (reason, phase) = match class {
+        Some(RequestError::Unreachable(_)) => (LinkFailure::Unreachable, "connect"),
+        Some(RequestError::Unauthenticated(_)) => (LinkFailure::Unauthenticated, "connect"),
+        Some(RequestError::Forbidden(_)) => (LinkFailure::Forbidden, "connect"),
+        Some(RequestError::Throttled { .. }) => (LinkFailure::Throttled, "connect"),
+        Some(_) => (LinkFailure::ConnectFailed, "connect"),
+        None => (LinkFailure::HandshakeFailed, "handshake"),
+    };
+    OpenError {
+        failure: reason,
+        phase,
+        detail,
+    }
+}
+
+/// `error: cause: cause`, as one line.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = next_source(e);
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = next_source(s);
+    }
+    out
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::transport::streamable_http_client::{
+        AuthRequiredError, InsufficientScopeError, StreamableHttpError as H,
+    };
+
+    #[test]
+    fn throttles_and_their_waits() {
+        let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+        assert_eq!(
+            parse_retry_after(" 120 ", now),
+            Some(Duration::from_secs(120))
+        );
+        // RFC 9110's example date, 60 s after `now`.
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:29:00 GMT", now),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", now),
+            Some(Duration::ZERO),
+            "a date in the past means now"
+        );
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert!(matches!(
+            throttled(429, None),
+            Some(RequestError::Throttled {
+                status: 429,
+                retry_after: None
+            })
+        ));
+        assert!(matches!(
+            throttled(503, Some("3")),
+            Some(RequestError::Throttled {
+                status: 503,
+                retry_after: Some(_)
+            })
+        ));
+        assert!(throttled(503, None).is_none(), "a plain 503 is an outage");
+        assert!(throttled(500, Some("3")).is_none());
+    }
+
+    fn class(e: H<reqwest::Error>) -> RequestError {
+        classify_transport(&e)
+    }
+
+    #[test]
+    fn refusals_are_told_from_other_http_failures() {
+        let challenge = "Bearer resource_metadata=\"https://a.example/.well-known/x\"";
+        assert!(matches!(
+            class(H::AuthRequired(AuthRequiredError::new(challenge.into()))),
+            RequestError::Unauthenticated(d) if d.contains("resource_metadata")
+        ));
+        assert!(matches!(
+            class(H::InsufficientScope(InsufficientScopeError::new(
+                "Bearer error=\"insufficient_scope\"".into(),
+                None
+            ))),
+            RequestError::Forbidden(_)
+        ));
+        // Without a challenge rmcp only quotes the status.
+        assert!(matches!(
+            class(H::UnexpectedServerResponse(
+                "HTTP 401 Unauthorized: no".into()
+            )),
+            RequestError::Unauthenticated(_)
+        ));
+        assert!(matches!(
+            class(H::UnexpectedServerResponse("HTTP 403 Forbidden: no".into())),
+            RequestError::Forbidden(_)
+        ));
+        assert!(matches!(
+            class(H::UnexpectedServerResponse("HTTP 404 Not Found: x".into())),
+            RequestError::Transport(_)
+        ));
+    }
+}

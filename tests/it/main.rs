@@ -1,0 +1,31 @@
+//! mcpmon's integration tests, in one binary (it links once): real
+//! processes, real sockets on 127.0.0.1, real third-party servers and
+//! tools. Each module is one concern; `support` holds what they share.
+//!
+//! The fast loop (unit and paused-time tests, under a minute) is
+//! `cargo test --lib`; this binary is the rest.
+
+#[macro_use]
+mod support;
+
+mod busy;
+mod cli;
+mod compat;
+mod config;
+mod faults;
+mod fuzz_regressions;
+mod hostile;
+mod images;
+mod kubernetes;
+mod layers;
+mod load_balancers;
+mod monitor;
+mod pid1;
+mod prometheus;
+mod redaction;
+mod reload;
+mod security;
+mod sharding;
+mod status_page;
+mod third_party;
+mod web;

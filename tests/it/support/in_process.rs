@@ -1,0 +1,133 @@
+//! mcpmon run in-process on a port-0 listener.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::*;
+use std::net::SocketAddr;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// mcpmon running in-process on 127.0.0.1:0.
+pub struct Monitor {
+    pub addr: SocketAddr,
+    pub http: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), mcpmon::RunError>>>,
+    _dir: tempfile::TempDir,
+    _turn: Option<Turn>,
+}
+
+impl Monitor {
+    /// Start on a config text (paths in it should be absolute).
+    pub async fn start(yaml: &str) -> Monitor {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("fleet.yaml");
+        std::fs::write(&path, yaml).expect("write config");
+        let config =
+            mcpmon::config::load(&path).unwrap_or_else(|e| panic!("bad test config:\n{e}"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(mcpmon::run(config, listener, async move {
+            let _ = rx.await;
+        }));
+        let http = test_client();
+        Monitor {
+            addr,
+            http,
+            stop: Some(tx),
+            task: Some(task),
+            _dir: dir,
+            _turn: turn().await,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        let r = self
+            .http
+            .get(format!("http://{}{path}", self.addr))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        let code = r.status().as_u16();
+        (code, r.text().await.expect("body"))
+    }
+
+    pub async fn get_json(&self, path: &str) -> (u16, Value) {
+        let (code, body) = self.get(path).await;
+        let v = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"));
+        (code, v)
+    }
+
+    pub async fn server(&self, id: &str) -> (u16, Value) {
+        self.get_json(&format!("/health/servers/{id}")).await
+    }
+
+    pub async fn metrics(&self) -> String {
+        self.get("/metrics").await.1
+    }
+
+    /// Poll until the server reads `status`; returns its JSON and how long it took.
+    pub async fn wait_status(&self, id: &str, status: &str, within: Duration) -> (Value, Duration) {
+        let start = Instant::now();
+        let mut last = Value::Null;
+        while start.elapsed() < within {
+            let (_, v) = self.server(id).await;
+            if v["status"] == status {
+                return (v, start.elapsed());
+            }
+            last = v;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!(
+            "{id} did not read {status} within {within:?}; last seen:\n{}",
+            serde_json::to_string_pretty(&last).unwrap_or_default()
+        );
+    }
+
+    /// Poll until `/-/ready` answers 200.
+    pub async fn wait_ready(&self, within: Duration) {
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if self.get("/-/ready").await.0 == 200 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("mcpmon not ready within {within:?}");
+    }
+
+    /// Stop and wait for a clean return.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let r = tokio::time::timeout(Duration::from_secs(20), task)
+                .await
+                .expect("mcpmon stops within 20s")
+                .expect("mcpmon task panicked");
+            r.expect("mcpmon returned an error");
+        }
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Value of the first sample whose line starts with `series` (name and labels).
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}

@@ -1,0 +1,99 @@
+//! Real processes: found by marker, killed, zombies and what mcpmon holds.
+
+use std::time::{Duration, Instant};
+
+/// Processes whose environment holds `MCPMON_TEST_MARKER=<marker>`.
+pub fn pids_with_marker(marker: &str) -> Vec<i32> {
+    let needle = format!("MCPMON_TEST_MARKER={marker}");
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) && !is_zombie(pid) {
+            out.push(pid);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+/// Wait until some process carries the marker; returns their pids.
+pub async fn wait_pids(marker: &str, within: Duration) -> Vec<i32> {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        let p = pids_with_marker(marker);
+        if !p.is_empty() {
+            return p;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no process with marker {marker} within {within:?}");
+}
+
+pub fn kill(pids: &[i32], signal: i32) {
+    for &pid in pids {
+        // SAFETY: plain syscall on a pid we found.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+}
+
+/// What mcpmon holds: descriptors, direct children, resident memory.
+#[derive(Debug, Clone, Copy)]
+pub struct Held {
+    pub fds: usize,
+    pub children: usize,
+    pub rss_kib: u64,
+}
+
+pub fn held(pid: i32) -> Held {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let rss_kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0);
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .map(|_| ())
+        .ok()
+        .map_or(0, |_| count_children(pid));
+    Held {
+        fds,
+        children,
+        rss_kib,
+    }
+}
+
+fn count_children(pid: i32) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .map(|c| c.split_whitespace().count())
+        .sum()
+}

@@ -1,0 +1,125 @@
+//! Servers the tests start themselves: the demo server over HTTP and
+//! third-party HTTP servers, waited for until they listen.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use super::*;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// The tests' HTTP client. mcpmon closes keep-alive connections idle for
+/// its 5 s header deadline; dropping idle connections sooner on this side
+/// keeps a request from racing that close.
+pub fn test_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .pool_idle_timeout(Duration::from_secs(2))
+        .build()
+        .expect("client")
+}
+
+/// A server process the test starts itself (HTTP servers).
+pub struct Spawned {
+    pub child: tokio::process::Child,
+    pub url: String,
+    pub port: u16,
+}
+
+impl Spawned {
+    pub async fn kill(&mut self) {
+        if let Some(pid) = self.child.id() {
+            // Kill the whole group: wrappers such as npx must not survive.
+            unsafe {
+                libc::killpg(pid as i32, libc::SIGKILL);
+            }
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            unsafe {
+                libc::killpg(pid as i32, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Start the demo server over HTTP; `port` 0 picks one (read from its stdout).
+pub async fn demo_http(args: &[&str], port: u16) -> Spawned {
+    let mut cmd = tokio::process::Command::new(demo_server());
+    cmd.args([
+        "--transport",
+        "http",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+    ])
+    .args(args)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .process_group(0)
+    .kill_on_drop(true);
+    let mut child = cmd.spawn().expect("spawn demo-server");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("demo-server prints its address within 10s")
+        .expect("read")
+        .expect("a line");
+    let url = line
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    let port = url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .expect("port in url");
+    Spawned { child, url, port }
+}
+
+/// A port that was free a moment ago, for third-party servers that cannot
+/// report the port they bound.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// Start a third-party HTTP server and wait until its port accepts connections.
+pub async fn third_party_http(
+    program: &Path,
+    args: &[&str],
+    envs: &[(&str, String)],
+    port: u16,
+) -> Spawned {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true);
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Spawned {
+                child,
+                url: format!("http://127.0.0.1:{port}/mcp"),
+                port,
+            };
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{} did not listen on {port} within 20s", program.display());
+}
