@@ -10,7 +10,7 @@ from collections import Counter
 PLACES = [
     ("hyper's connection task", "hyper::proto::h1::dispatch"),
     ("reqwest (request, redirect layer, pool)", "reqwest::async_impl::client::"),
-    ("the lean link (JSON-RPC body, answer)", "LeanLink::call"),
+    ("the lean link (JSON-RPC body, answer)", "LegacyLink::call"),
     ("the supervisor's loop", "probe_loop"),
     ("the state owner", "mcpmon::state::owner::run"),
     ("parked (epoll_wait)", "::park"),

@@ -16,9 +16,9 @@ use crate::discovery::Shard;
 use crate::fleet::Fleet;
 use crate::output::metrics::Metrics;
 use crate::output::{api, web};
-use crate::{discovery, redact, state, supervise};
 use crate::state::Snapshot;
 use crate::supervise::{CLOSE_GRACE, Supervisors};
+use crate::{discovery, redact, state, supervise};
 
 /// The build's source revision, when the build environment names it.
 pub const REVISION: &str = match option_env!("MCPMON_REVISION") {
@@ -186,7 +186,9 @@ pub async fn run_with(
     let server = options.web.clone();
     let mut web = tokio::spawn(async move { server.serve(listener, app, web_cancel).await });
 
-    let mut seen_hash = std::fs::read(&path).ok().map(|b| config::watch::fingerprint(&b));
+    let mut seen_hash = std::fs::read(&path)
+        .ok()
+        .map(|b| config::watch::fingerprint(&b));
     let mut pending: Option<u64> = None;
     let mut auto = options.auto_reload.map(|every| {
         let mut t = tokio::time::interval(every);
@@ -330,4 +332,3 @@ async fn reload(
         }
     }
 }
-

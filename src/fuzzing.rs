@@ -230,7 +230,7 @@ pub fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
 /// or in two chunks (as it arrives) finds the same messages, and error text
 /// is bounded.
 pub fn lean_ping(data: &[u8]) {
-    use crate::transport::lean_link::{Seen, events, seen};
+    use crate::transport::legacy_http::{Seen, events, seen};
     let id = "mcpmon-ping-1";
     if let Seen::Answer(Err(e)) = seen(data, id, Some(1)) {
         assert!(e.to_string().len() <= 400, "unbounded error text");

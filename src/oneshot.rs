@@ -14,7 +14,7 @@ use crate::probe::{self, Answer};
 use crate::state::evidence::Tracker;
 use crate::state::verdict::{Reason, State};
 use crate::supervise::server::reason_of;
-use crate::transport::session::RmcpSession;
+use crate::transport::session::McpSession;
 use crate::transport::{Era, ServerInfo, Session, ToolCall};
 
 /// What to do beyond the handshake.
@@ -80,7 +80,7 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
         detail: String::new(),
     };
     let started = Instant::now();
-    let session = match RmcpSession::open(spec, http, None).await {
+    let session = match McpSession::open(spec, http, None).await {
         Ok(session) => session,
         Err(e) => {
             let reason = reason_of(e.failure);

@@ -15,7 +15,7 @@ use super::server::Supervisor;
 use crate::config::{Config, ServerSpec};
 use crate::state::Msg;
 use crate::transport::Connector;
-use crate::transport::session::RmcpConnector;
+use crate::transport::session::McpConnector;
 
 /// Makes the connector for a server; tests hand in fakes.
 pub type MakeConnector = Arc<dyn Fn(&ServerSpec) -> Arc<dyn Connector> + Send + Sync>;
@@ -82,7 +82,7 @@ impl Supervisors {
     /// `http` (or stdio); supervisors get child tokens of `cancel`.
     pub fn new(http: reqwest::Client, state: mpsc::Sender<Msg>, cancel: CancellationToken) -> Self {
         let connect: MakeConnector = Arc::new(move |spec: &ServerSpec| {
-            Arc::new(RmcpConnector {
+            Arc::new(McpConnector {
                 spec: spec.clone(),
                 http: http.clone(),
             }) as Arc<dyn Connector>

@@ -282,7 +282,6 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     out
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,12 +2,12 @@
 //! of it. Everything here is about one session; nothing here judges.
 //!
 //! - [`Session`] is what the probe layer and the supervisor talk to; the
-//!   real one is [`session::RmcpSession`] (stdio child or Streamable HTTP,
+//!   real one is [`session::McpSession`] (stdio child or Streamable HTTP,
 //!   through rmcp), and tests script fakes behind the same trait.
 //! - [`Connector`] opens sessions for one server.
 //! - [`child`] spawns and shuts down stdio servers; [`procstat`] reads their
-//!   process tree from `/proc`; [`lean_link`] holds legacy HTTP sessions
-//!   without rmcp once rmcp has opened them (through [`recorder`]).
+//!   process tree from `/proc`; [`legacy_http`] holds legacy HTTP sessions
+//!   without rmcp once rmcp has opened them (through [`rmcp_http`]).
 //!
 //! This layer imports only [`crate::config`] and [`crate::redact`].
 
@@ -16,12 +16,14 @@ pub mod child;
 pub mod error;
 #[cfg(test)]
 pub mod fake;
-pub mod lean_link;
+pub mod legacy_http;
+mod legacy_session;
 pub mod oauth2;
 pub mod open;
+mod open_http;
 pub mod procstat;
-pub mod recorder;
 pub mod reset;
+pub mod rmcp_http;
 pub mod session;
 pub mod tools;
 

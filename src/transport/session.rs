@@ -22,9 +22,10 @@ use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, Ser
 use rmcp::{ClientHandler, RoleClient};
 
 use super::budget::{BUDGET, Meter};
-use super::error::classify;
 use super::child::Child;
-use super::lean_link::{CallError, Deadlines, LeanLink};
+use super::error::classify;
+use super::legacy_http::{Deadlines, LegacyLink};
+use super::legacy_session::request_error;
 use super::oauth2::TokenSource;
 use super::{
     BoxFuture, Connector, Era, LinkFailure, OpenError, Progress, RequestError, ServerInfo, Session,
@@ -93,7 +94,7 @@ impl Activity {
     }
 
     /// Progress for a token mcpmon chose (a lean link's request).
-    fn note_number(&self, token: u64) {
+    pub(super) fn note_number(&self, token: u64) {
         let token = i64::try_from(token).unwrap_or(i64::MAX);
         self.note_progress(&rmcp::model::ProgressToken(
             rmcp::model::NumberOrString::Number(token),
@@ -150,24 +151,24 @@ impl ClientHandler for Monitor {
 }
 
 /// What carries a session's requests.
-pub(super) enum Link {
+pub(super) enum Carrier {
     /// rmcp's service: stdio, and the modern era.
     Rmcp(RunningService<RoleClient, Monitor>),
     /// A legacy HTTP session rmcp opened and mcpmon holds itself.
-    Lean(Lean),
+    Legacy(Legacy),
 }
 
 /// A lean link, and what initializing it again takes.
-pub(super) struct Lean {
-    pub(super) link: Arc<LeanLink>,
+pub(super) struct Legacy {
+    pub(super) link: Arc<LegacyLink>,
     pub(super) spec: Box<ServerSpec>,
     pub(super) http: reqwest::Client,
     pub(super) version: ProtocolVersion,
 }
 
 /// An open session.
-pub struct RmcpSession {
-    pub(super) link: Link,
+pub struct McpSession {
+    pub(super) link: Carrier,
     /// What the server sends is metered here; tripped ends the session.
     pub(super) meter: Arc<Meter>,
     pub(super) child: Option<Child>,
@@ -182,25 +183,25 @@ pub struct RmcpSession {
     pub(super) static_expiry: Option<std::time::SystemTime>,
 }
 
-/// Opens [`RmcpSession`]s to one configured server.
+/// Opens [`McpSession`]s to one configured server.
 #[derive(Clone)]
-pub struct RmcpConnector {
+pub struct McpConnector {
     /// The server.
     pub spec: ServerSpec,
     /// The shared HTTP client (keep-alive pool).
     pub http: reqwest::Client,
 }
 
-impl Connector for RmcpConnector {
+impl Connector for McpConnector {
     fn open(&self, hint: Option<Era>) -> BoxFuture<'_, Result<Box<dyn Session>, OpenError>> {
         Box::pin(async move {
-            let s = RmcpSession::open(&self.spec, &self.http, hint).await?;
+            let s = McpSession::open(&self.spec, &self.http, hint).await?;
             Ok(Box::new(s) as Box<dyn Session>)
         })
     }
 }
 
-impl RmcpSession {
+impl McpSession {
     /// The stdio child, if this is a stdio session.
     pub fn child(&self) -> Option<&Child> {
         self.child.as_ref()
@@ -224,22 +225,6 @@ impl RmcpSession {
             Err(RequestError::Timeout(_)) => Err(RequestError::Timeout(timeout)),
             Err(e) => Err(e),
         }
-    }
-
-    /// A legacy HTTP ping over the lean link (see [`super::lean_link`]);
-    /// `None` when this session is carried by rmcp.
-    pub async fn lean_ping(&self, timeout: Duration) -> Option<Result<Duration, RequestError>> {
-        let Link::Lean(lean) = &self.link else {
-            return None;
-        };
-        let start = Instant::now();
-        let id = format!("mcpmon-ping-{}", lean.link.next_number());
-        Some(
-            self.lean_call(&id, "ping", None, None, Deadlines::within(timeout))
-                .await
-                .map(|_| start.elapsed())
-                .map_err(|e| request_error(e, timeout)),
-        )
     }
 
     /// The tool surface. Each page is reduced to names and digests on a
@@ -297,7 +282,7 @@ impl RmcpSession {
         timeout: Duration,
     ) -> Result<ToolsPage, RequestError> {
         let params = cursor.map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-        let Link::Lean(lean) = &self.link else {
+        let Carrier::Legacy(lean) = &self.link else {
             let request = ClientRequest::ListToolsRequest(ListToolsRequest {
                 method: Default::default(),
                 params,
@@ -334,8 +319,8 @@ impl RmcpSession {
 
     async fn tool_call(&self, call: ToolCall) -> Result<CallToolResult, ToolCallError> {
         match &self.link {
-            Link::Lean(lean) => self.lean_tool_call(lean, call).await,
-            Link::Rmcp(service) => rmcp_tool_call(service, call).await,
+            Carrier::Legacy(lean) => self.lean_tool_call(lean, call).await,
+            Carrier::Rmcp(service) => rmcp_tool_call(service, call).await,
         }
     }
 }
@@ -380,13 +365,13 @@ async fn rmcp_tool_call(
     }
 }
 
-impl RmcpSession {
+impl McpSession {
     async fn request(
         &self,
         request: ClientRequest,
         timeout: Duration,
     ) -> Result<ServerResult, RequestError> {
-        let Link::Rmcp(service) = &self.link else {
+        let Carrier::Rmcp(service) = &self.link else {
             return Err(RequestError::Unexpected);
         };
         let peer = service.peer();
@@ -404,140 +389,7 @@ impl RmcpSession {
     }
 }
 
-impl RmcpSession {
-    /// A request over the lean link; a session the server forgot (404) is
-    /// initialized again and the request sent once more, within the same
-    /// deadlines.
-    async fn lean_call(
-        &self,
-        id: &str,
-        method: &str,
-        params: Option<serde_json::Value>,
-        progress: Option<u64>,
-        deadlines: Deadlines,
-    ) -> Result<serde_json::Value, CallError> {
-        let Link::Lean(lean) = &self.link else {
-            return Err(RequestError::Unexpected.into());
-        };
-        let on_progress = || {
-            if let Some(p) = progress {
-                self.activity.note_number(p);
-            }
-        };
-        match lean
-            .link
-            .call(
-                id,
-                method,
-                params.clone(),
-                progress,
-                &on_progress,
-                deadlines,
-            )
-            .await
-        {
-            Err(CallError::Expired) => {}
-            other => return other,
-        }
-        let again = tokio::time::timeout_at(
-            deadlines.max_at,
-            super::open::open_http(
-                &lean.spec,
-                &lean.http,
-                &super::open::Plan::Initialize(lean.version.clone()),
-                deadlines.max_at,
-            ),
-        )
-        .await;
-        match again {
-            Err(_) => return Err(CallError::Max),
-            Ok(Err(e)) => {
-                return Err(RequestError::Transport(format!(
-                    "the session expired and initializing again failed: {e}"
-                ))
-                .into());
-            }
-            Ok(Ok(fresh)) => match fresh.link {
-                Link::Lean(new) => lean.link.renew(&new.link),
-                Link::Rmcp(service) => {
-                    let _ = service.cancel().await;
-                    return Err(RequestError::Unexpected.into());
-                }
-            },
-        }
-        tracing::info!("session expired on the server; initialized again");
-        match lean
-            .link
-            .call(id, method, params, progress, &on_progress, deadlines)
-            .await
-        {
-            Err(CallError::Expired) => Err(RequestError::Transport(
-                "HTTP 404 Not Found: the server forgot the session again".to_owned(),
-            )
-            .into()),
-            other => other,
-        }
-    }
-
-    /// A tool call over the lean link, with rmcp's deadline semantics:
-    /// cancelled (`notifications/cancelled`) when a deadline fires.
-    async fn lean_tool_call(
-        &self,
-        lean: &Lean,
-        call: ToolCall,
-    ) -> Result<CallToolResult, ToolCallError> {
-        let (idle, max) = (call.timeout, call.max.max(call.timeout));
-        let n = lean.link.next_number();
-        let id = format!("mcpmon-{n}");
-        let mut meta = serde_json::Map::new();
-        meta.insert("progressToken".to_owned(), n.into());
-        if let Some(tp) = call.traceparent {
-            meta.insert("traceparent".to_owned(), serde_json::Value::String(tp));
-        }
-        let params = serde_json::json!({
-            "name": call.name,
-            "arguments": call.arguments,
-            "_meta": meta,
-        });
-        let deadlines = Deadlines {
-            idle,
-            max_at: Instant::now() + max,
-            resets: call.progress_resets,
-        };
-        let result = self
-            .lean_call(&id, "tools/call", Some(params), Some(n), deadlines)
-            .await;
-        let err = match result {
-            Ok(v) => {
-                return serde_json::from_value::<CallToolResult>(v)
-                    .map_err(|_| ToolCallError::Request(RequestError::Unexpected));
-            }
-            Err(e) => e,
-        };
-        let gave_up = match err {
-            CallError::Max if idle != max => ToolCallError::MaxTimeout(max),
-            CallError::Idle | CallError::Max if !call.progress_resets => {
-                ToolCallError::Request(RequestError::Timeout(idle))
-            }
-            CallError::Idle | CallError::Max => ToolCallError::IdleTimeout(idle),
-            CallError::Expired => ToolCallError::Request(RequestError::Closed),
-            CallError::Request(e) => return Err(ToolCallError::Request(e)),
-        };
-        lean.link.cancel(&id, &gave_up.to_string());
-        Err(gave_up)
-    }
-}
-
-/// A lean failure as the request error rmcp's path would have given.
-fn request_error(e: CallError, timeout: Duration) -> RequestError {
-    match e {
-        CallError::Idle | CallError::Max => RequestError::Timeout(timeout),
-        CallError::Expired => RequestError::Closed,
-        CallError::Request(e) => e,
-    }
-}
-
-impl Session for RmcpSession {
+impl Session for McpSession {
     fn era(&self) -> Era {
         self.era
     }
@@ -626,10 +478,10 @@ impl Session for RmcpSession {
     fn close(mut self: Box<Self>, grace: Duration) -> BoxFuture<'static, ()> {
         Box::pin(async move {
             match &mut self.link {
-                Link::Rmcp(service) => {
+                Carrier::Rmcp(service) => {
                     let _ = service.close_with_timeout(grace).await;
                 }
-                Link::Lean(lean) => lean.link.close(grace).await,
+                Carrier::Legacy(lean) => lean.link.close(grace).await,
             }
             if let Some(child) = self.child.take() {
                 child.shutdown(grace).await;
@@ -637,4 +489,3 @@ impl Session for RmcpSession {
         })
     }
 }
-

@@ -236,12 +236,12 @@ async fn gated_python(var: &str, value: String) -> Spawned {
 }
 
 /// A session to `url` opened the way a supervisor opens it.
-async fn open_session(url: &str) -> mcpmon::transport::session::RmcpSession {
+async fn open_session(url: &str) -> mcpmon::transport::session::McpSession {
     let yaml = format!("servers:\n{}", http("lean", url));
     let config = mcpmon::config::parse(std::path::Path::new("lean.yml"), &yaml, &|_| None)
         .expect("valid config");
     let http = mcpmon::http_client().expect("http client");
-    mcpmon::transport::session::RmcpSession::open(&config.servers[0], &http, None)
+    mcpmon::transport::session::McpSession::open(&config.servers[0], &http, None)
         .await
         .expect("session opens")
 }

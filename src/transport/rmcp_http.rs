@@ -1,8 +1,8 @@
 //! The HTTP client rmcp opens Streamable HTTP sessions through: the shared
 //! reqwest client, plus what mcpmon needs around it.
 //!
-//! [`Recorder`] remembers the session id and headers of the last POST rmcp
-//! sent, so [`super::lean_link`] can take a legacy session over once rmcp
+//! [`RmcpHttp`] remembers the session id and headers of the last POST rmcp
+//! sent, so [`super::legacy_http`] can take a legacy session over once rmcp
 //! has opened it. With OAuth it puts the current token on every request
 //! and, when a POST is refused with 401, fetches a new token and sends it
 //! once more. Once detached, rmcp's closing no longer ends the session.
@@ -29,7 +29,7 @@ pub(super) type Route = Arc<HeaderMap>;
 /// With OAuth, it also puts the current token on every request and, when a
 /// POST is refused with 401, fetches a new token and sends it once more.
 #[derive(Clone)]
-pub struct Recorder {
+pub struct RmcpHttp {
     inner: reqwest::Client,
     route: Arc<Mutex<Option<Route>>>,
     tokens: Option<Arc<TokenSource>>,
@@ -42,10 +42,10 @@ pub struct Recorder {
 
 type HttpError = StreamableHttpError<reqwest::Error>;
 
-impl Recorder {
+impl RmcpHttp {
     /// Wrap the shared client.
     pub fn new(inner: reqwest::Client) -> Self {
-        Recorder {
+        RmcpHttp {
             inner,
             route: Arc::new(Mutex::new(None)),
             tokens: None,
@@ -150,7 +150,7 @@ impl Recorder {
     }
 }
 
-impl StreamableHttpClient for Recorder {
+impl StreamableHttpClient for RmcpHttp {
     type Error = reqwest::Error;
 
     async fn post_message(

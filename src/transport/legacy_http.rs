@@ -29,7 +29,7 @@ use tokio::time::Instant;
 
 use super::budget::{BUDGET, Meter};
 use super::oauth2::TokenSource;
-use super::recorder::{Recorder, Route};
+use super::rmcp_http::{RmcpHttp, Route};
 use super::{RequestError, truncate};
 
 /// Largest answer, or single SSE event, read from a server.
@@ -79,7 +79,7 @@ impl From<RequestError> for CallError {
 }
 
 /// A legacy session mcpmon holds itself.
-pub struct LeanLink {
+pub struct LegacyLink {
     http: reqwest::Client,
     url: reqwest::Url,
     tokens: Option<Arc<TokenSource>>,
@@ -88,21 +88,21 @@ pub struct LeanLink {
     meter: Arc<Meter>,
 }
 
-impl LeanLink {
-    /// Take over the session `recorder` saw rmcp open; `None` before any
+impl LegacyLink {
+    /// Take over the session `client` saw rmcp open; `None` before any
     /// POST was recorded.
     pub fn take_over(
         http: reqwest::Client,
         url: reqwest::Url,
-        recorder: &Recorder,
+        client: &RmcpHttp,
         meter: Arc<Meter>,
     ) -> Option<Self> {
-        let route = recorder.route()?;
-        recorder.detach();
-        Some(LeanLink {
+        let route = client.route()?;
+        client.detach();
+        Some(LegacyLink {
             http,
             url,
-            tokens: recorder.tokens().cloned(),
+            tokens: client.tokens().cloned(),
             route: Mutex::new(route),
             next_id: AtomicU64::new(1),
             meter,
@@ -110,7 +110,7 @@ impl LeanLink {
     }
 
     /// Continue on a session initialized again (after `Expired`).
-    pub fn renew(&self, other: &LeanLink) {
+    pub fn renew(&self, other: &LegacyLink) {
         let route = other.route();
         *self.route.lock().unwrap_or_else(|p| p.into_inner()) = route;
     }

@@ -1,0 +1,232 @@
+//! Opening a Streamable HTTP session (see [`super::open`] for the plan and
+//! the deadline it shares): the transport with its headers, bearer or
+//! OAuth token and inbound budget, then the handshake, and on a
+//! non-modern answer to `server/discover` a fresh connection for
+//! `initialize`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::service::{ClientInitializeError, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
+use tokio::time::Instant;
+
+use super::budget::{Meter, Metered};
+use super::error::classify_open;
+use super::oauth2::TokenSource;
+use super::open::{
+    HttpParts, Opened, Plan, Started, discover_mode, discover_share, finish, flooded, shown,
+};
+use super::rmcp_http::RmcpHttp;
+use super::session::{Activity, MAX_LINE_BYTES, McpSession, Monitor};
+use super::{LinkFailure, OpenError, truncate};
+use crate::config::{ServerSpec, TransportSpec};
+
+async fn http_transport(
+    spec: &ServerSpec,
+    http: &reqwest::Client,
+    meter: &Arc<Meter>,
+) -> Result<(StreamableHttpClientTransport<RmcpHttp>, HttpParts), OpenError> {
+    let TransportSpec::Http {
+        url,
+        headers,
+        bearer_token,
+        oauth2,
+    } = &spec.transport
+    else {
+        return Err(OpenError {
+            failure: LinkFailure::ConnectFailed,
+            phase: "connect",
+            detail: "not an HTTP server".to_owned(),
+        });
+    };
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+    config.max_json_response_size = MAX_LINE_BYTES;
+    config.max_sse_event_size = MAX_LINE_BYTES;
+    let mut static_expiry = None;
+    let mut tokens = None;
+    if let Some(token) = bearer_token {
+        config = config.auth_header(token.expose().to_owned());
+        static_expiry = super::oauth2::jwt_expiry(token.expose());
+    }
+    if let Some(o) = oauth2 {
+        let source = Arc::new(TokenSource::new(
+            o.clone(),
+            http.clone(),
+            spec.scrubber.clone(),
+        ));
+        // No token, no session: the refusal is the verdict.
+        let token = source.token().await.map_err(|e| OpenError {
+            failure: LinkFailure::Unauthenticated,
+            phase: "connect",
+            detail: e.to_string(),
+        })?;
+        config = config.auth_header(token.to_string());
+        tokens = Some(source);
+    }
+    let mut custom = std::collections::HashMap::new();
+    for (k, v) in headers {
+        if let (Ok(name), Ok(value)) = (
+            reqwest::header::HeaderName::from_bytes(k.as_bytes()),
+            reqwest::header::HeaderValue::from_str(v.expose()),
+        ) {
+            custom.insert(name, value);
+        }
+    }
+    config = config.custom_headers(custom);
+    let client = RmcpHttp::new(http.clone()).with_meter(meter.clone());
+    let client = match &tokens {
+        Some(t) => client.with_tokens(t.clone()),
+        None => client,
+    };
+    let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
+    Ok((
+        transport,
+        HttpParts {
+            client,
+            tokens,
+            static_expiry,
+        },
+    ))
+}
+
+/// Open a Streamable HTTP session following `plan` until `until`.
+pub(in crate::transport) async fn open_http(
+    spec: &ServerSpec,
+    http: &reqwest::Client,
+    plan: &Plan,
+    until: Instant,
+) -> Result<McpSession, OpenError> {
+    let to = Remote {
+        spec,
+        http,
+        plan,
+        within: until.saturating_duration_since(Instant::now()),
+    };
+    let (mode, request, first_by) = match plan {
+        Plan::Initialize(_) => (ClientLifecycleMode::Initialize, "initialize", until),
+        Plan::Discover => (discover_mode(), "server/discover", until),
+        Plan::Detect => (
+            discover_mode(),
+            "server/discover",
+            Instant::now() + discover_share(to.within),
+        ),
+    };
+    let (served, parts, started) = to.attempt(mode, first_by).await?;
+    let (tried, conclusive) = match served {
+        Ok(service) => return Ok(to.finish(service, true, parts, started).await),
+        Err(Some(e)) => {
+            let refused = to.refusal(e).await;
+            // A refusal of the credentials, or nobody there, is the verdict
+            // whatever the era; so is any failure when no detection runs.
+            if *plan != Plan::Detect || refused.failure != LinkFailure::HandshakeFailed {
+                return Err(refused);
+            }
+            (refused.detail, true)
+        }
+        Err(None) if *plan != Plan::Detect => return Err(to.no_answer(request, None)),
+        Err(None) => ("no answer in time".to_owned(), false),
+    };
+    // Detection found no modern answer: a fresh connection speaks legacy.
+    let (served, parts, started) = to.attempt(ClientLifecycleMode::Initialize, until).await?;
+    match served {
+        Ok(service) => Ok(to.finish(service, conclusive, parts, started).await),
+        Err(Some(e)) => {
+            let mut refused = to.refusal(e).await;
+            refused.detail = truncate(
+                &format!(
+                    "initialize: {} (server/discover was tried first: {tried})",
+                    refused.detail
+                ),
+                900,
+            );
+            Err(refused)
+        }
+        Err(None) => Err(to.no_answer("initialize", Some(tried))),
+    }
+}
+
+/// One remote server being opened.
+struct Remote<'a> {
+    spec: &'a ServerSpec,
+    http: &'a reqwest::Client,
+    plan: &'a Plan,
+    /// The time the whole handshake had.
+    within: Duration,
+}
+
+/// A service, or why not (`None`: no answer in time).
+type Served = Result<RunningService<RoleClient, Monitor>, Option<ClientInitializeError>>;
+
+impl Remote<'_> {
+    /// One connection, one handshake in `mode` until `by`.
+    async fn attempt(
+        &self,
+        mode: ClientLifecycleMode,
+        by: Instant,
+    ) -> Result<(Served, HttpParts, (Arc<Meter>, Arc<Activity>)), OpenError> {
+        let activity = Arc::new(Activity::default());
+        let handler = Monitor::new(activity.clone(), self.plan.legacy_version());
+        let meter = Arc::new(Meter::default());
+        let (transport, parts) = http_transport(self.spec, self.http, &meter).await?;
+        let served = tokio::time::timeout_at(
+            by,
+            handler.serve_with_lifecycle(Metered::new(transport, meter.clone()), mode),
+        )
+        .await;
+        if let Some(e) = flooded(&meter) {
+            return Err(e);
+        }
+        let served = served.map_err(|_| None).and_then(|r| r.map_err(Some));
+        Ok((served, parts, (meter, activity)))
+    }
+
+    /// The verdict of a failed handshake, with the authorization servers a
+    /// 401's metadata names.
+    async fn refusal(&self, e: ClientInitializeError) -> OpenError {
+        let mut refused = classify_open(&e);
+        if refused.failure == LinkFailure::Unauthenticated
+            && let TransportSpec::Http { url, .. } = &self.spec.transport
+            && let Some(found) =
+                super::oauth2::protected_resource(self.http, url, &refused.detail).await
+        {
+            refused.detail = truncate(&format!("{}; {found}", refused.detail), 600);
+        }
+        refused
+    }
+
+    fn no_answer(&self, request: &str, tried: Option<String>) -> OpenError {
+        let within = shown(self.within);
+        OpenError {
+            failure: LinkFailure::HandshakeFailed,
+            phase: "handshake",
+            detail: match tried {
+                Some(t) => format!(
+                    "no answer to {request} within {within} (server/discover was tried first: {t})"
+                ),
+                None => format!("no answer to {request} within {within}"),
+            },
+        }
+    }
+
+    async fn finish(
+        &self,
+        service: RunningService<RoleClient, Monitor>,
+        conclusive: bool,
+        parts: HttpParts,
+        (meter, activity): (Arc<Meter>, Arc<Activity>),
+    ) -> McpSession {
+        let started = Started {
+            opened: Opened {
+                service,
+                conclusive,
+            },
+            child: None,
+            meter,
+            activity,
+        };
+        finish(self.spec, Some(self.http), started, Some(parts), self.plan).await
+    }
+}
