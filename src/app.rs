@@ -142,11 +142,12 @@ pub async fn run_with(
         .chain(&options.extra_listeners)
         .filter_map(|l| l.local_addr().ok())
         .collect();
+    metrics.set_shard(shard.index, shard.count);
     let mut fleet = Fleet::start(
         config,
         supervisors,
         shard,
-        metrics.clone(),
+        fleet_tx.clone(),
         sd_tx,
         cancel.child_token(),
         own_addresses,

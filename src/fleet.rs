@@ -4,15 +4,15 @@
 //! the same path, so unchanged servers keep their sessions either way.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::config::Rejection;
 use crate::discovery::{self, Discovered, Discovery, Mechanism, Report, Shard, Update};
-use crate::output::metrics::Metrics;
 use crate::redact;
+use crate::state::{DiscoveryNews, Msg};
 use crate::supervise::{Diff, Supervisors};
 
 /// The running fleet and where it comes from.
@@ -26,7 +26,8 @@ pub(crate) struct Fleet {
     shard: Shard,
     /// The supervisors.
     pub supervisors: Supervisors,
-    metrics: Arc<Metrics>,
+    /// The state owner, which counts what discovery finds.
+    owner: mpsc::Sender<Msg>,
 }
 
 /// Most problems with discovered entries logged one by one per refresh: a
@@ -44,12 +45,11 @@ impl Fleet {
         config: Config,
         supervisors: Supervisors,
         shard: Shard,
-        metrics: Arc<Metrics>,
+        owner: mpsc::Sender<Msg>,
         updates: mpsc::Sender<Update>,
         cancel: CancellationToken,
         own_addresses: Vec<std::net::SocketAddr>,
     ) -> Fleet {
-        metrics.set_shard(shard.index, shard.count);
         let mut fleet = Fleet {
             running: Config {
                 servers: Vec::new(),
@@ -59,7 +59,7 @@ impl Fleet {
             discovered: Discovered::default(),
             shard,
             supervisors,
-            metrics,
+            owner,
             config,
         };
         fleet.reload(fleet.config.clone()).await;
@@ -81,7 +81,7 @@ impl Fleet {
         let mut changed = false;
         for update in updates {
             let report = self.discovered.update(update);
-            self.tell(&report);
+            self.tell(&report).await;
             changed |= report.changed;
         }
         if changed {
@@ -92,10 +92,16 @@ impl Fleet {
         }
     }
 
+    /// Hand discovery's news to the state owner, which counts it.
+    async fn count(&self, news: DiscoveryNews) {
+        // The owner outlives the main loop; a closed channel means shutdown.
+        let _ = self.owner.send(Msg::Discovery(news)).await;
+    }
+
     /// Log and count what a refresh found wrong.
-    fn tell(&self, report: &Report) {
+    async fn tell(&self, report: &Report) {
         for (mechanism, e) in &report.failures {
-            self.metrics.record_sd_failure(mechanism.as_str());
+            self.count(DiscoveryNews::Failed(*mechanism)).await;
             tracing::warn!(
                 mechanism = mechanism.as_str(),
                 error = %redact::redact(&e.to_string()),
@@ -105,8 +111,8 @@ impl Fleet {
         let mut logged = 0;
         let mut unlogged = 0;
         for (mechanism, reason, count, errors) in &report.rejected {
-            self.metrics
-                .record_sd_rejected(mechanism.as_str(), reason.as_str(), *count as u64);
+            self.count(DiscoveryNews::Rejected(*mechanism, *reason, *count as u64))
+                .await;
             for e in errors {
                 if logged == LOGGED_REJECTIONS {
                     unlogged += 1;
@@ -136,8 +142,8 @@ impl Fleet {
     async fn reconcile(&mut self) -> Diff {
         let resolved = self.discovered.resolve(&self.config, self.shard);
         for (mechanism, message) in &resolved.duplicates {
-            self.metrics
-                .record_sd_rejected(mechanism.as_str(), "duplicate", 1);
+            self.count(DiscoveryNews::Rejected(*mechanism, Rejection::Duplicate, 1))
+                .await;
             tracing::error!(
                 mechanism = mechanism.as_str(),
                 "{}",
@@ -146,7 +152,7 @@ impl Fleet {
         }
         for mechanism in [Mechanism::File, Mechanism::Http] {
             let n = resolved.counts.get(&mechanism).copied().unwrap_or(0);
-            self.metrics.set_sd_servers(mechanism.as_str(), n);
+            self.count(DiscoveryNews::Servers(mechanism, n)).await;
         }
         let next = Config {
             servers: resolved.servers,

@@ -52,7 +52,7 @@ pub fn health_check(data: &[u8]) {
 pub fn metrics(data: &[u8]) {
     use crate::probe::{Answer, ProbeKind, ProbeOutcome};
     use crate::state::owner::Owner;
-    use crate::state::{Event, Msg};
+    use crate::state::{Msg, Observation};
     use crate::transport::{Era, ServerInfo, truncate};
 
     let text = String::from_utf8_lossy(data);
@@ -77,7 +77,7 @@ pub fn metrics(data: &[u8]) {
         name: name.clone(),
         version: truncate(&version, 64),
     };
-    let opened = Event::Opened {
+    let opened = Observation::Opened {
         era: Era::Legacy,
         info,
         tools: Some(crate::transport::tools::ToolSurface::from_json([
@@ -97,7 +97,7 @@ pub fn metrics(data: &[u8]) {
         duration: std::time::Duration::from_millis(3),
         result: Ok(Answer::Health(report)),
     };
-    let probe = Event::Probe {
+    let probe = Observation::Probe {
         outcome,
         was_late: false,
     };

@@ -13,7 +13,6 @@ use crate::probe::health_check::{HealthCheckSpec, HealthReport};
 use crate::probe::{self, Answer};
 use crate::state::evidence::Tracker;
 use crate::state::verdict::{Reason, State};
-use crate::supervise::server::reason_of;
 use crate::transport::session::McpSession;
 use crate::transport::{Era, ServerInfo, Session, ToolCall};
 
@@ -83,7 +82,7 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
     let session = match McpSession::open(spec, http, None).await {
         Ok(session) => session,
         Err(e) => {
-            let reason = reason_of(e.failure);
+            let reason = Reason::from(e.failure);
             tracker.link_down(reason, &e.to_string(), Instant::now());
             report.state = State::Unhealthy;
             report.reason = reason;

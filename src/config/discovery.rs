@@ -128,7 +128,10 @@ pub struct EntrySource<'a> {
 }
 
 /// Why an entry was left out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr, strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum Rejection {
     /// It does not validate.
     Invalid,
@@ -138,17 +141,14 @@ pub enum Rejection {
     OverLimit,
     /// Its URL points at mcpmon itself.
     OwnAddress,
+    /// Its id is taken by an earlier source.
+    Duplicate,
 }
 
 impl Rejection {
     /// The `reason` label value.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Rejection::Invalid => "invalid",
-            Rejection::StdioRefused => "stdio_refused",
-            Rejection::OverLimit => "over_limit",
-            Rejection::OwnAddress => "own_address",
-        }
+        self.into()
     }
 }
 

@@ -32,7 +32,19 @@ pub use shard::{Shard, ShardError};
 pub const MAX_DOCUMENT: u64 = 16 << 20;
 
 /// A discovery mechanism, named as Prometheus names its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum Mechanism {
     /// `file_sd_configs`
     File,
@@ -43,10 +55,7 @@ pub enum Mechanism {
 impl Mechanism {
     /// The `mechanism` label value.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Mechanism::File => "file",
-            Mechanism::Http => "http",
-        }
+        self.into()
     }
 }
 

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use super::metrics::Metrics;
 use crate::state::Snapshot;
-use crate::state::evidence::{ServerStatus, rfc3339};
+use crate::state::snapshot::{ServerStatus, rfc3339};
 use crate::state::verdict::{Reason, State};
 use crate::transport::Era;
 

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::api::ApiState;
-use crate::state::evidence::{HISTORY, ServerStatus, rfc3339};
+use crate::state::snapshot::{HISTORY, ServerStatus, rfc3339};
 use crate::state::verdict::State;
 
 const CSS: &str = include_str!("status.css");

@@ -16,8 +16,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use serde::Serialize;
-
+use super::snapshot::{
+    Change, HISTORY, HISTORY_MAX, HealthCheckStatus, MAX_EVENTS, ServerStatus, TimelineEntry,
+};
 use super::verdict::{
     Evidence, Hysteresis, Judgement, Link, Outcome, Reason, Reported, State, Thresholds,
     Transition, Window, judge,
@@ -32,117 +33,6 @@ use crate::transport::{Era, ProcessSample, ServerInfo};
 /// Share of one core a process tree must use between two samples to count
 /// as a sign of life.
 const BUSY_CPU_SHARE: f64 = 0.2;
-
-/// Events kept per server for the timeline.
-pub const MAX_EVENTS: usize = 32;
-
-/// One entry of a server's timeline.
-#[derive(Clone, Debug, Serialize)]
-pub struct Event {
-    /// When.
-    #[serde(serialize_with = "ser_time")]
-    pub at: SystemTime,
-    /// What: `session_opened`, `session_closed`, `connect_failed`, `state_changed`.
-    pub kind: &'static str,
-    /// Bounded reason.
-    pub reason: Reason,
-    /// Human-readable detail.
-    pub detail: String,
-}
-
-/// What the health_check tool last said.
-#[derive(Clone, Debug, Serialize)]
-pub struct HealthCheckStatus {
-    /// The reported status, if readable.
-    pub status: Option<Reported>,
-    /// Numeric fields.
-    pub fields: Vec<(String, f64)>,
-    /// Whether the call failed.
-    pub failed: bool,
-    /// When.
-    #[serde(serialize_with = "ser_time")]
-    pub at: SystemTime,
-}
-
-/// Everything published about one server.
-#[derive(Clone, Debug, Serialize)]
-pub struct ServerStatus {
-    /// Server id.
-    pub id: String,
-    /// `stdio` or `http`.
-    pub transport: &'static str,
-    /// The operator's labels from the config.
-    #[serde(skip)]
-    pub labels: Arc<[crate::config::Label]>,
-    /// Published state.
-    pub status: State,
-    /// Bounded reason.
-    pub reason: Reason,
-    /// Human-readable detail (error text, secrets scrubbed).
-    pub detail: String,
-    /// When the state last changed.
-    #[serde(serialize_with = "ser_time")]
-    pub since: SystemTime,
-    /// The last change of state, if there was one.
-    pub last_transition: Option<Change>,
-    /// When the last probe result arrived.
-    #[serde(serialize_with = "ser_opt_time")]
-    pub last_check: Option<SystemTime>,
-    /// Latency of the last answered liveness probe.
-    pub response_time_ms: Option<f64>,
-    /// Era of the current session.
-    pub era: Option<Era>,
-    /// Server identity of the current session.
-    pub server_info: Option<ServerInfo>,
-    /// When the current session opened (or the last one, while none is).
-    #[serde(serialize_with = "ser_opt_time")]
-    pub session_started: Option<SystemTime>,
-    /// Whether a session is open now. When not, `era`, `server_info`, the
-    /// tools and the latency are the last session's, ended at
-    /// `session_ended`.
-    pub session_open: bool,
-    /// When the last session ended, while none is open.
-    #[serde(serialize_with = "ser_opt_time")]
-    pub session_ended: Option<SystemTime>,
-    /// How long the last handshake took (spawn or connect included).
-    pub handshake_ms: Option<f64>,
-    /// Sessions opened so far.
-    pub sessions: u64,
-    /// Failures in a row: liveness probes and connection attempts, until
-    /// a liveness answer.
-    pub consecutive_failures: u32,
-    /// Tools in the latest listing.
-    pub tools: Option<usize>,
-    /// Hash of the latest tool surface (names, schemas, annotations).
-    pub tools_hash: Option<String>,
-    /// Tools in `expected_tools` the latest listing lacks.
-    pub tools_missing: Vec<String>,
-    /// Listed tools that break the spec's rules, and why: a warning only.
-    pub tools_invalid: Vec<(String, String)>,
-    /// The last health_check result.
-    pub health_check: Option<HealthCheckStatus>,
-    /// Recent timeline, oldest first. Shared: publishing a status on every
-    /// probe copies a pointer, and only a new event copies the timeline.
-    pub events: Arc<VecDeque<Event>>,
-    /// The states of the last hour (and the one before it), as
-    /// (since, state), oldest first: the status page's history strip.
-    #[serde(skip)]
-    pub history: Arc<VecDeque<(SystemTime, State)>>,
-}
-
-/// A change of published state.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct Change {
-    /// The state before.
-    pub from: State,
-    /// The state after.
-    pub to: State,
-    /// Why.
-    pub reason: Reason,
-    /// When.
-    #[serde(serialize_with = "ser_time")]
-    pub at: SystemTime,
-}
 
 /// What each kind of evidence last said. The published detail is the text
 /// of the published reason's own evidence, never whatever was said last
@@ -161,11 +51,6 @@ struct Problems {
     throttle: String,
 }
 
-/// Longest history kept for the status page.
-pub const HISTORY: Duration = Duration::from_secs(3600);
-/// Most state changes kept for it (a flapping server keeps its last ones).
-const HISTORY_MAX: usize = 128;
-
 /// Gathers evidence for one server.
 pub struct Tracker {
     status: ServerStatus,
@@ -181,7 +66,6 @@ pub struct Tracker {
     liveness_late: bool,
     stopped: bool,
     last_cpu: Option<(Duration, Instant)>,
-    cpu_exported: f64,
     reported: Option<Reported>,
     health_check_failed: bool,
     /// The latest answer was a throttle and nothing was served since.
@@ -248,7 +132,6 @@ impl Tracker {
             liveness_late: false,
             stopped: false,
             last_cpu: None,
-            cpu_exported: 0.0,
             reported: None,
             health_check_failed: false,
             throttled: false,
@@ -312,7 +195,6 @@ impl Tracker {
         self.liveness_late = false;
         self.stopped = false;
         self.last_cpu = None;
-        self.cpu_exported = 0.0;
         self.reported = None;
         self.health_check_failed = false;
         self.throttled = false;
@@ -470,16 +352,6 @@ impl Tracker {
             failed: self.health_check_failed,
             at: SystemTime::now(),
         });
-    }
-
-    /// CPU seconds of the current process already added to the exported counter.
-    pub fn cpu_exported(&self) -> f64 {
-        self.cpu_exported
-    }
-
-    /// Record how far the exported CPU counter has been advanced.
-    pub fn set_cpu_exported(&mut self, seconds: f64) {
-        self.cpu_exported = seconds;
     }
 
     /// A sign of life that is not an answer: a progress notification.
@@ -674,7 +546,7 @@ impl Tracker {
         if events.len() == MAX_EVENTS {
             events.pop_front();
         }
-        events.push_back(Event {
+        events.push_back(TimelineEntry {
             at: SystemTime::now(),
             kind,
             reason,
@@ -695,27 +567,12 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn ser_time<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&rfc3339(*t))
-}
-
-fn ser_opt_time<S: serde::Serializer>(t: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
-    match t {
-        Some(t) => s.serialize_str(&rfc3339(*t)),
-        None => s.serialize_none(),
-    }
-}
-
-/// RFC 3339 in UTC with milliseconds.
-pub fn rfc3339(t: SystemTime) -> String {
-    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::probe::health_check::HealthReport;
     use crate::probe::{Failure, ProbeKind};
+    use crate::state::snapshot::rfc3339;
     use crate::state::testing::{answered, failed, spec};
     use crate::transport::procstat::RunState;
 
@@ -1130,18 +987,6 @@ mod tests {
         // 500 ms over the next 2 s is 25 %.
         t.process(&sample(800, RunState::Alive), t0 + secs(9));
         assert_eq!(t.judgement(t0 + secs(9)).reason, Reason::Busy);
-    }
-
-    #[test]
-    fn the_exported_cpu_follows_the_current_process() {
-        let t0 = Instant::now();
-        let mut t = Tracker::new(&spec("a"), t0);
-        open(&mut t, t0);
-        assert_eq!(t.cpu_exported(), 0.0);
-        t.set_cpu_exported(2.5);
-        assert_eq!(t.cpu_exported(), 2.5);
-        open(&mut t, t0);
-        assert_eq!(t.cpu_exported(), 0.0, "a new process starts from zero");
     }
 
     #[test]

@@ -14,7 +14,9 @@
 
 pub mod evidence;
 pub mod owner;
+pub mod reason;
 pub mod series;
+pub mod snapshot;
 #[cfg(test)]
 pub mod testing;
 pub mod verdict;
@@ -24,7 +26,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-pub use owner::{ServerRecord, Snapshot, Summary};
+pub use snapshot::{ServerRecord, Snapshot, Summary};
 
 use crate::config::{FleetPolicy, ServerSpec};
 use crate::probe::{ProbeKind, ProbeOutcome};
@@ -47,13 +49,26 @@ pub enum Msg {
     Remove(Arc<str>),
     /// A new fleet policy (after a reload).
     Policy(FleetPolicy),
+    /// What discovery found (its series are the owner's to write, too).
+    Discovery(DiscoveryNews),
     /// Something happened to one server.
-    Server(Arc<str>, Event),
+    Server(Arc<str>, Observation),
+}
+
+/// What discovery reports, counted in the snapshot's [`snapshot::DiscoverySeries`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiscoveryNews {
+    /// A refresh of this mechanism failed.
+    Failed(crate::discovery::Mechanism),
+    /// Entries left out.
+    Rejected(crate::discovery::Mechanism, crate::config::Rejection, u64),
+    /// Valid servers this mechanism returns now.
+    Servers(crate::discovery::Mechanism, usize),
 }
 
 /// What a supervisor observed about its server.
 #[derive(Debug)]
-pub enum Event {
+pub enum Observation {
     /// A connection attempt starts; `after` is why the last session or
     /// attempt ended, if this is a retry.
     Connecting {
@@ -90,7 +105,7 @@ pub enum Event {
     Skipped(ProbeKind),
     /// The liveness probe in flight passed its timeout; it stays in flight.
     Late(ProbeKind, Duration),
-    /// A probe ended; `was_late` if [`Event::Late`] was sent for it.
+    /// A probe ended; `was_late` if [`Observation::Late`] was sent for it.
     Probe {
         /// What it found.
         outcome: ProbeOutcome,

@@ -11,21 +11,21 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::evidence::{ServerStatus, Tracker};
+use super::evidence::Tracker;
 use super::series::Series;
+use super::snapshot::{ServerRecord, Snapshot, Summary};
 use super::verdict::{Reason, State, Transition};
-use super::{Event, Msg};
+use super::{Msg, Observation};
 #[cfg(test)]
 use crate::config::Settings;
 use crate::config::{FleetPolicy, Protocol, ServerSpec, TransportSpec};
-use crate::probe::{Answer, FailureReason, ProbeKind};
+use crate::probe::{FailureReason, ProbeKind};
 
 /// Longest delay between a change and its appearance in snapshots.
 pub const PUBLISH_EVERY: Duration = Duration::from_millis(100);
@@ -37,113 +37,10 @@ pub const QUIET_LAG: Duration = Duration::from_secs(1);
 
 /// Whether a message only moves counters: published within [`QUIET_LAG`].
 fn quiet(msg: &Msg) -> bool {
-    matches!(msg, Msg::Server(_, Event::Sent(_) | Event::Skipped(_)))
-}
-
-/// Counts per state.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Summary {
-    /// Servers.
-    pub total: usize,
-    /// Healthy servers.
-    pub healthy: usize,
-    /// Degraded servers.
-    pub degraded: usize,
-    /// Unhealthy servers.
-    pub unhealthy: usize,
-    /// Servers with no verdict yet.
-    pub unknown: usize,
-    /// Healthy share, percent.
-    pub health_percentage: f64,
-}
-
-/// One server as published: its status and its counters, always together.
-#[derive(Clone, Debug)]
-pub struct ServerRecord {
-    /// State, reason, session and timeline.
-    pub status: ServerStatus,
-    /// Counters and histograms.
-    pub series: Series,
-}
-
-/// An immutable picture of the fleet.
-#[derive(Clone, Debug, Default)]
-pub struct Snapshot {
-    /// Servers by id, in id order. A persistent map: publishing a snapshot
-    /// of 10 000 servers ten times a second shares structure instead of
-    /// copying it, and an update copies one path of the tree.
-    pub servers: imbl::OrdMap<Arc<str>, Arc<ServerRecord>>,
-    /// The policy in force.
-    pub policy: FleetPolicy,
-    /// True once every server has a verdict or the startup grace passed (latched).
-    pub ready: bool,
-    /// Increases with every published snapshot; every output carries it.
-    pub generation: u64,
-}
-
-impl Snapshot {
-    /// Counts per state.
-    pub fn summary(&self) -> Summary {
-        let mut s = Summary {
-            total: self.servers.len(),
-            ..Summary::default()
-        };
-        for r in self.servers.values() {
-            match r.status.status {
-                State::Healthy => s.healthy += 1,
-                State::Degraded => s.degraded += 1,
-                State::Unhealthy => s.unhealthy += 1,
-                State::Unknown => s.unknown += 1,
-            }
-        }
-        s.health_percentage = if s.total == 0 {
-            100.0
-        } else {
-            // Two decimals are plenty for a percentage and keep JSON tidy.
-            (s.healthy as f64 * 10000.0 / s.total as f64).round() / 100.0
-        };
-        s
-    }
-
-    /// Share (0-1) of servers available under the policy; 1 for an empty fleet.
-    pub fn available_ratio(&self) -> f64 {
-        self.available_ratio_of(&self.summary())
-    }
-
-    /// Servers available under the policy, from counts already made.
-    pub fn available_of(&self, s: &Summary) -> usize {
-        s.healthy
-            + if self.policy.degraded_is_available {
-                s.degraded
-            } else {
-                0
-            }
-    }
-
-    /// [`Snapshot::available_ratio`] from counts already made.
-    pub fn available_ratio_of(&self, s: &Summary) -> f64 {
-        if s.total == 0 {
-            1.0
-        } else {
-            self.available_of(s) as f64 / s.total as f64
-        }
-    }
-
-    /// Fleet status and whether the policy is met.
-    pub fn verdict(&self) -> (State, bool) {
-        let s = self.summary();
-        let meets = self.available_ratio() * 100.0 + 1e-9 >= self.policy.min_available_percentage;
-        let state = if s.total > 0 && s.unknown == s.total {
-            State::Unknown
-        } else if s.healthy == s.total {
-            State::Healthy
-        } else if meets {
-            State::Degraded
-        } else {
-            State::Unhealthy
-        };
-        (state, meets)
-    }
+    matches!(
+        msg,
+        Msg::Server(_, Observation::Sent(_) | Observation::Skipped(_))
+    )
 }
 
 /// What the owner keeps per server beside the published record.
@@ -155,6 +52,102 @@ struct Entry {
     /// The session a rebuild was already requested for.
     stuck_sent: u64,
     progress_seen: u64,
+}
+
+impl Entry {
+    /// Hand `obs` to the tracker (logging what is news); the transition it
+    /// causes, if any.
+    fn track(
+        &mut self,
+        id: &str,
+        series: &mut Series,
+        obs: Observation,
+        now: Instant,
+    ) -> Option<Transition> {
+        let t = &mut self.tracker;
+        match obs {
+            Observation::Opened {
+                era,
+                info,
+                tools,
+                handshake,
+                ..
+            } => {
+                self.sessions += 1;
+                self.progress_seen = 0;
+                let count = tools.as_ref().map_or(0, |t| t.tools.len());
+                if let Some(surface) = tools {
+                    record_tools(id, t, series, surface);
+                }
+                tracing::info!(
+                    server = %id,
+                    era = ?era,
+                    protocol = %info.protocol_version,
+                    server_name = %info.name,
+                    server_version = %info.version,
+                    tools = count,
+                    handshake_ms = handshake.as_millis() as u64,
+                    "session opened"
+                );
+                t.session_opened(era, info, handshake, now)
+            }
+            Observation::Tools { tools, .. } => {
+                record_tools(id, t, series, tools);
+                t.tick(now)
+            }
+            Observation::Down {
+                reason,
+                detail,
+                was_open,
+            } => {
+                // Once per change: a lost session, or a new kind of failure.
+                // Retries failing the same way are expected; they log at debug.
+                let detail = t.scrub(&detail);
+                if was_open || t.down_reason() != Some(reason) {
+                    let what = if was_open {
+                        "session lost"
+                    } else {
+                        "cannot open session"
+                    };
+                    tracing::warn!(server = %id, reason = reason.as_str(), detail = %detail, "{what}");
+                } else {
+                    tracing::debug!(server = %id, reason = reason.as_str(), detail = %detail, "cannot open session, again");
+                }
+                t.link_down(reason, &detail, now)
+            }
+            Observation::Skipped(_) | Observation::Tick => t.tick(now),
+            Observation::Late(_, timeout) => t.liveness_late(timeout, now),
+            Observation::Probe { outcome, was_late } => {
+                if let Err(f) = &outcome.result
+                    && outcome.failure() != Some(FailureReason::Throttled)
+                {
+                    tracing::debug!(server = %id, probe = outcome.kind.as_str(), error = %t.scrub(&f.detail), "probe failed");
+                }
+                t.probe(&outcome, was_late, now)
+            }
+            Observation::Process(sample) => t.process(&sample, now),
+            Observation::Progress(p) => {
+                if p.count != self.progress_seen {
+                    self.progress_seen = p.count;
+                    t.activity(now);
+                }
+                t.tick(now)
+            }
+            Observation::Connecting { .. }
+            | Observation::Closed
+            | Observation::Sent(_)
+            | Observation::Credentials(_) => None,
+        }
+    }
+
+    /// Ask the supervisor to rebuild the session once it is judged stuck
+    /// (once per session).
+    fn rebuild_if_stuck(&mut self, now: Instant) {
+        if self.tracker.is_stuck(now) && self.stuck_sent != self.sessions {
+            self.stuck_sent = self.sessions;
+            self.stuck.send_replace(self.sessions);
+        }
+    }
 }
 
 /// The owner's state; [`run`] drives it, tests call [`Owner::apply`] directly.
@@ -190,6 +183,7 @@ impl Owner {
                 }
             }
             Msg::Policy(p) => self.snap.policy = p,
+            Msg::Discovery(news) => self.snap.discovery.record(news),
             Msg::Server(id, event) => self.event(&id, event, now),
         }
     }
@@ -218,183 +212,33 @@ impl Owner {
         );
     }
 
-    fn event(&mut self, id: &Arc<str>, event: Event, now: Instant) {
-        // Events of a server already removed are late news; drop them.
+    fn event(&mut self, id: &Arc<str>, obs: Observation, now: Instant) {
+        // Observations of a server already removed are late news; drop them.
         let (Some(entry), Some(record)) = (self.entries.get_mut(id), self.snap.servers.get_mut(id))
         else {
             return;
         };
-        // Events that only count leave the verdict as it was; copying the
-        // status (strings and lists) for them would be half the owner's work.
+        // Observations that only count leave the verdict as it was; copying
+        // the status (strings and lists) for them would be half the work.
         let judged = !matches!(
-            event,
-            Event::Connecting { .. } | Event::Closed | Event::Sent(_) | Event::Credentials(_)
+            obs,
+            Observation::Connecting { .. }
+                | Observation::Closed
+                | Observation::Sent(_)
+                | Observation::Credentials(_)
         );
         let record = Arc::make_mut(record);
-        let series = &mut record.series;
-        let t = &mut entry.tracker;
-        let transition = match event {
-            Event::Connecting { after } => {
-                if let Some(r) = after {
-                    series.reconnects.inc(r);
-                }
-                None
-            }
-            Event::Opened {
-                era,
-                info,
-                tools,
-                handshake,
-                health_check,
-            } => {
-                entry.sessions += 1;
-                series.health_check_present = health_check;
-                entry.progress_seen = 0;
-                series.info = Some(Box::new([
-                    record.status.transport.to_owned(),
-                    info.protocol_version.clone(),
-                    info.name.clone(),
-                    info.version.clone(),
-                ]));
-                series.session_start = Some(unix_now());
-                let count = tools.as_ref().map(|t| t.tools.len());
-                if let Some(surface) = tools {
-                    record_tools(id, t, series, surface);
-                }
-                tracing::info!(
-                    server = %id,
-                    era = ?era,
-                    protocol = %info.protocol_version,
-                    server_name = %info.name,
-                    server_version = %info.version,
-                    tools = count.unwrap_or(0),
-                    handshake_ms = handshake.as_millis() as u64,
-                    "session opened"
-                );
-                t.session_opened(era, info, handshake, now)
-            }
-            Event::Tools {
-                tools,
-                health_check,
-            } => {
-                series.health_check_present = health_check;
-                record_tools(id, t, series, tools);
-                t.tick(now)
-            }
-            Event::Down {
-                reason,
-                detail,
-                was_open,
-            } => {
-                if was_open {
-                    series.session_closes.inc(Some(reason));
-                }
-                // Once per change: a lost session, or a new kind of failure.
-                // Retries failing the same way are expected; they log at debug.
-                let detail = t.scrub(&detail);
-                if was_open || t.down_reason() != Some(reason) {
-                    tracing::warn!(server = %id, reason = reason.as_str(), detail = %detail, "{}", if was_open { "session lost" } else { "cannot open session" });
-                } else {
-                    tracing::debug!(server = %id, reason = reason.as_str(), detail = %detail, "cannot open session, again");
-                }
-                series.last_check = Some(unix_now());
-                t.link_down(reason, &detail, now)
-            }
-            Event::Closed => {
-                series.session_closes.inc(None);
-                None
-            }
-            Event::Sent(kind) => {
-                series.probes.inc(kind);
-                None
-            }
-            Event::Skipped(kind) => {
-                series.probes_skipped.inc(kind);
-                t.tick(now)
-            }
-            Event::Late(kind, timeout) => {
-                series.probe_failures.inc((kind, FailureReason::Timeout));
-                series.last_check = Some(unix_now());
-                t.liveness_late(timeout, now)
-            }
-            Event::Probe { outcome, was_late } => {
-                let secs = outcome.duration.as_secs_f64();
-                match (&outcome.result, outcome.kind) {
-                    (Ok(_), k) if k.is_liveness() => series.observe_ping(secs),
-                    (Ok(Answer::Health(report)), _) => {
-                        series.observe_health_check(secs);
-                        series.health_check_values.clone_from(&report.fields);
-                    }
-                    _ => {}
-                }
-                if let Some(tool) = &outcome.tool {
-                    let cancelled = outcome.result.as_ref().err().and_then(|f| f.cancelled);
-                    series.observe_tool_call(tool, secs, cancelled);
-                }
-                match outcome.failure() {
-                    // A late liveness probe's timeout was counted when it went late.
-                    Some(FailureReason::Timeout) if was_late => {}
-                    Some(FailureReason::Throttled) => {
-                        series.probes_skipped.inc(outcome.kind);
-                        series.probes_throttled.inc(outcome.kind);
-                    }
-                    Some(reason) => {
-                        series.probe_failures.inc((outcome.kind, reason));
-                        if let Err(f) = &outcome.result {
-                            tracing::debug!(server = %id, probe = outcome.kind.as_str(), error = %t.scrub(&f.detail), "probe failed");
-                        }
-                    }
-                    None => {}
-                }
-                series.last_check = Some(unix_now());
-                t.probe(&outcome, was_late, now)
-            }
-            Event::Credentials(c) => {
-                series.token_expiry = c.map(|c| {
-                    let at = c
-                        .expires
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0.0, |d| d.as_secs_f64());
-                    (at, c.refreshable)
-                });
-                None
-            }
-            Event::Process(sample) => {
-                // A new process starts from zero; the counter only moves forward.
-                let cpu = sample.cpu.as_secs_f64();
-                let seen = t.cpu_exported();
-                *series.child_cpu.get_or_insert(0.0) += (cpu - seen).max(0.0);
-                if cpu > seen {
-                    t.set_cpu_exported(cpu);
-                }
-                series.child_rss = Some(sample.rss_bytes);
-                t.process(&sample, now)
-            }
-            Event::Progress(p) => {
-                for i in &p.intervals {
-                    series.observe_progress_interval(*i);
-                }
-                if p.count != entry.progress_seen {
-                    entry.progress_seen = p.count;
-                    t.activity(now);
-                }
-                t.tick(now)
-            }
-            Event::Tick => t.tick(now),
-        };
-        if let Some(tr) = transition {
-            series.state_changes += 1;
-            log_transition(id, tr, &t.status().detail);
+        record.series.record(&obs, record.status.transport);
+        if let Some(tr) = entry.track(id, &mut record.series, obs, now) {
+            record.series.state_changes += 1;
+            log_transition(id, tr, &entry.tracker.status().detail);
         }
-        if t.is_stuck(now) && entry.stuck_sent != entry.sessions {
-            entry.stuck_sent = entry.sessions;
-            entry.stuck.send_replace(entry.sessions);
-        }
+        entry.rebuild_if_stuck(now);
         if !judged {
             return;
         }
         let old = record.status.status;
-        record.status = t.status().clone();
+        record.status = entry.tracker.status().clone();
         if old != record.status.status {
             count(&mut self.counts, old, -1);
             count(&mut self.counts, record.status.status, 1);
@@ -557,12 +401,6 @@ fn count(counts: &mut Summary, state: State, delta: isize) {
     counts.total = counts.total.saturating_add_signed(delta);
 }
 
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -586,6 +424,7 @@ mod tests {
             policy,
             ready: true,
             generation: 1,
+            discovery: Default::default(),
         }
     }
 
@@ -603,7 +442,7 @@ mod tests {
     fn running_counts_match_a_full_walk_through_events_and_removals() {
         let now = Instant::now();
         let mut o = Owner::new(FleetPolicy::default(), 4);
-        let down = || Event::Down {
+        let down = || Observation::Down {
             reason: Reason::Exited,
             detail: "gone".into(),
             was_open: true,
@@ -659,18 +498,18 @@ mod tests {
                 .any(|(r, n)| *r == Reason::Exited && *n == 0)
         );
         event(&mut o, "a", opened(), now);
-        event(&mut o, "a", Event::Sent(ProbeKind::Ping), now);
+        event(&mut o, "a", Observation::Sent(ProbeKind::Ping), now);
         event(
             &mut o,
             "a",
-            Event::Late(ProbeKind::Ping, Duration::from_secs(5)),
+            Observation::Late(ProbeKind::Ping, Duration::from_secs(5)),
             now,
         );
         let late = crate::state::testing::failed(ProbeKind::Ping, FailureReason::Timeout);
         event(
             &mut o,
             "a",
-            Event::Probe {
+            Observation::Probe {
                 outcome: late,
                 was_late: true,
             },
@@ -679,7 +518,7 @@ mod tests {
         event(
             &mut o,
             "a",
-            Event::Probe {
+            Observation::Probe {
                 outcome: answered(ProbeKind::Ping, 3),
                 was_late: false,
             },
@@ -708,12 +547,12 @@ mod tests {
         event(
             &mut o,
             "a",
-            Event::Late(ProbeKind::Ping, Duration::from_secs(5)),
+            Observation::Late(ProbeKind::Ping, Duration::from_secs(5)),
             t0 + Duration::from_secs(5),
         );
         assert_eq!(*rx.borrow(), 0);
         let later = t0 + Settings::default().stuck_after.0;
-        event(&mut o, "a", Event::Tick, later);
+        event(&mut o, "a", Observation::Tick, later);
         assert_eq!(*rx.borrow(), 1, "session 1 must be rebuilt");
         let s = o.publish();
         assert_eq!(s.servers["a"].status.reason, Reason::Stuck);

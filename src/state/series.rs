@@ -1,9 +1,11 @@
 //! A server's counters and histograms: plain data, written only by the state
-//! owner and published in its snapshots, so `/metrics` renders exactly what
-//! `/health` shows for the same generation. Rendering lives in
-//! [`crate::output::metrics`].
+//! owner (through [`Series::record`], from the same observations the
+//! evidence is judged on) and published in its snapshots, so `/metrics`
+//! renders exactly what `/health` shows for the same generation. Rendering
+//! lives in [`crate::output::metrics`].
 
-use crate::probe::{Deadline, FailureReason, ProbeKind};
+use super::Observation;
+use crate::probe::{Answer, Deadline, FailureReason, ProbeKind};
 use crate::state::verdict::Reason;
 
 /// Upper bounds of a histogram's buckets, with their `le` label values
@@ -95,6 +97,19 @@ impl<K> Default for Counters<K> {
     }
 }
 
+/// The labels of a session's `_info` series.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// `stdio` or `http`.
+    pub transport: &'static str,
+    /// The revision spoken.
+    pub protocol_version: String,
+    /// The server's name for itself.
+    pub server_name: String,
+    /// Its version.
+    pub server_version: String,
+}
+
 /// One synthetic tool probe's series.
 #[derive(Clone, Debug)]
 pub struct ToolSeries {
@@ -109,9 +124,8 @@ pub struct ToolSeries {
 /// A server's counters and histograms.
 #[derive(Clone, Debug, Default)]
 pub struct Series {
-    /// `_info` labels of the current session: transport, protocol_version,
-    /// server_name, server_version.
-    pub info: Option<Box<[String; 4]>>,
+    /// The current session's `_info` labels.
+    pub info: Option<Box<SessionInfo>>,
     /// Unix time the current session opened.
     pub session_start: Option<f64>,
     /// Whether the current session lists the health tool.
@@ -144,6 +158,8 @@ pub struct Series {
     pub tool_calls: Vec<ToolSeries>,
     /// CPU seconds of the stdio process tree (all sessions).
     pub child_cpu: Option<f64>,
+    /// The current process's CPU seconds already counted in `child_cpu`.
+    cpu_counted: f64,
     /// Resident memory of the stdio process tree.
     pub child_rss: Option<u64>,
     /// Unix time the credentials expire, and whether mcpmon refreshes them.
@@ -178,6 +194,100 @@ impl Series {
         s
     }
 
+    /// Count what `obs` says, for a server reached over `transport`.
+    pub fn record(&mut self, obs: &Observation, transport: &'static str) {
+        let now = || Some(unix_now());
+        match obs {
+            Observation::Connecting { after } => {
+                if let Some(r) = after {
+                    self.reconnects.inc(*r);
+                }
+            }
+            Observation::Opened {
+                info, health_check, ..
+            } => {
+                self.health_check_present = *health_check;
+                self.info = Some(Box::new(SessionInfo {
+                    transport,
+                    protocol_version: info.protocol_version.clone(),
+                    server_name: info.name.clone(),
+                    server_version: info.version.clone(),
+                }));
+                self.session_start = now();
+                // A new process counts its CPU from zero.
+                self.cpu_counted = 0.0;
+            }
+            Observation::Tools { health_check, .. } => self.health_check_present = *health_check,
+            Observation::Down {
+                reason, was_open, ..
+            } => {
+                if *was_open {
+                    self.session_closes.inc(Some(*reason));
+                }
+                self.last_check = now();
+            }
+            Observation::Closed => self.session_closes.inc(None),
+            Observation::Sent(kind) => self.probes.inc(*kind),
+            Observation::Skipped(kind) => self.probes_skipped.inc(*kind),
+            Observation::Late(kind, _) => {
+                self.probe_failures.inc((*kind, FailureReason::Timeout));
+                self.last_check = now();
+            }
+            Observation::Probe { outcome, was_late } => {
+                self.probe(outcome, *was_late);
+                self.last_check = now();
+            }
+            Observation::Credentials(c) => {
+                self.token_expiry = c.map(|c| {
+                    let at = c
+                        .expires
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0.0, |d| d.as_secs_f64());
+                    (at, c.refreshable)
+                });
+            }
+            Observation::Process(sample) => {
+                // The counter only moves forward, whatever the process.
+                let cpu = sample.cpu.as_secs_f64();
+                *self.child_cpu.get_or_insert(0.0) += (cpu - self.cpu_counted).max(0.0);
+                self.cpu_counted = self.cpu_counted.max(cpu);
+                self.child_rss = Some(sample.rss_bytes);
+            }
+            Observation::Progress(p) => {
+                for i in &p.intervals {
+                    self.observe_progress_interval(*i);
+                }
+            }
+            Observation::Tick => {}
+        }
+    }
+
+    fn probe(&mut self, outcome: &crate::probe::ProbeOutcome, was_late: bool) {
+        let secs = outcome.duration.as_secs_f64();
+        match (&outcome.result, outcome.kind) {
+            (Ok(_), k) if k.is_liveness() => self.observe_ping(secs),
+            (Ok(Answer::Health(report)), _) => {
+                self.observe_health_check(secs);
+                self.health_check_values.clone_from(&report.fields);
+            }
+            _ => {}
+        }
+        if let Some(tool) = &outcome.tool {
+            let cancelled = outcome.result.as_ref().err().and_then(|f| f.cancelled);
+            self.observe_tool_call(tool, secs, cancelled);
+        }
+        match outcome.failure() {
+            // A late liveness probe's timeout was counted when it went late.
+            Some(FailureReason::Timeout) if was_late => {}
+            Some(FailureReason::Throttled) => {
+                self.probes_skipped.inc(outcome.kind);
+                self.probes_throttled.inc(outcome.kind);
+            }
+            Some(reason) => self.probe_failures.inc((outcome.kind, reason)),
+            None => {}
+        }
+    }
+
     /// Record an answered liveness round trip.
     pub fn observe_ping(&mut self, secs: f64) {
         self.ping_duration
@@ -210,5 +320,41 @@ impl Series {
                 t.cancellations.inc(d);
             }
         }
+    }
+}
+
+/// Seconds since the Unix epoch, for the `_timestamp_seconds` series.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::ProcessSample;
+    use crate::transport::procstat::RunState;
+
+    #[test]
+    fn child_cpu_only_moves_forward_and_a_new_process_counts_from_zero() {
+        let mut s = Series::default();
+        let cpu = |ms| {
+            Observation::Process(ProcessSample {
+                state: RunState::Alive,
+                cpu: std::time::Duration::from_millis(ms),
+                rss_bytes: 1,
+            })
+        };
+        s.record(&cpu(2500), "stdio");
+        s.record(&cpu(2000), "stdio");
+        assert_eq!(
+            s.child_cpu,
+            Some(2.5),
+            "a sample that went back counts nothing"
+        );
+        s.record(&crate::state::testing::opened(), "stdio");
+        s.record(&cpu(1000), "stdio");
+        assert_eq!(s.child_cpu, Some(3.5), "the new process's second is added");
     }
 }

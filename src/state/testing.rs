@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::owner::Owner;
-use super::{Event, Msg};
+use super::{Msg, Observation};
 use crate::config::{Protocol, ServerSpec, Settings, TransportSpec};
 use crate::probe::{Answer, Failure, FailureReason, ProbeKind, ProbeOutcome};
 use crate::transport::{Era, ServerInfo};
@@ -72,13 +72,13 @@ pub fn add(owner: &mut Owner, spec: &ServerSpec, now: Instant) {
 }
 
 /// Send `event` about `id`.
-pub fn event(owner: &mut Owner, id: &str, event: Event, now: Instant) {
+pub fn event(owner: &mut Owner, id: &str, event: Observation, now: Instant) {
     owner.apply(Msg::Server(Arc::from(id), event), now);
 }
 
 /// A legacy session opened.
-pub fn opened() -> Event {
-    Event::Opened {
+pub fn opened() -> Observation {
+    Observation::Opened {
         era: Era::Legacy,
         info: ServerInfo {
             protocol_version: "2025-06-18".into(),

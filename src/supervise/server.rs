@@ -1,6 +1,6 @@
 //! One task per server: open a session through its [`Connector`], schedule
 //! the probes on their intervals, and report every observation to the state
-//! owner as a typed [`Event`]. It rebuilds the session with exponential
+//! owner as a typed [`Observation`]. It rebuilds the session with exponential
 //! backoff when the transport dies, or when the owner judges it stuck.
 //!
 //! It never judges and never writes metrics: the owner does both, from
@@ -23,7 +23,7 @@ use crate::config::ServerSpec;
 use crate::probe::health_check::HealthCheckSpec;
 use crate::probe::{self, FailureReason, ProbeKind, ProbeOutcome};
 use crate::state::verdict::Reason;
-use crate::state::{Event, Msg};
+use crate::state::{Msg, Observation};
 use crate::transport::budget::BUDGET;
 use crate::transport::{BoxFuture, Connector, Era, LinkFailure, Session};
 
@@ -100,21 +100,6 @@ pub struct Supervisor {
     pub admission: Arc<tokio::sync::Semaphore>,
 }
 
-/// The verdict reason for a transport failure.
-pub fn reason_of(f: LinkFailure) -> Reason {
-    match f {
-        LinkFailure::Exited => Reason::Exited,
-        LinkFailure::Unreachable => Reason::Unreachable,
-        LinkFailure::ConnectFailed => Reason::ConnectFailed,
-        LinkFailure::HandshakeFailed => Reason::HandshakeFailed,
-        LinkFailure::Unauthenticated => Reason::Unauthenticated,
-        LinkFailure::Forbidden => Reason::Forbidden,
-        LinkFailure::Throttled => Reason::Throttled,
-        LinkFailure::RequestFlood => Reason::RequestFlood,
-        LinkFailure::MessageFlood => Reason::MessageFlood,
-    }
-}
-
 impl Supervisor {
     /// Run until cancelled; closes its session before returning.
     pub async fn run(self) {
@@ -136,7 +121,7 @@ impl Supervisor {
         let mut era_hint: Option<Era> = None;
         let mut sessions: u64 = 0;
         loop {
-            self.send(Event::Connecting { after }).await;
+            self.send(Observation::Connecting { after }).await;
             let (started, opened) = tokio::select! {
                 _ = self.cancel.cancelled() => break,
                 r = async {
@@ -148,8 +133,8 @@ impl Supervisor {
             };
             let reason = match opened {
                 Err(e) => {
-                    let reason = reason_of(e.failure);
-                    self.send(Event::Down {
+                    let reason = Reason::from(e.failure);
+                    self.send(Observation::Down {
                         reason,
                         detail: e.to_string(),
                         was_open: false,
@@ -169,11 +154,11 @@ impl Supervisor {
                     session.close(CLOSE_GRACE).await;
                     match end {
                         End::Shutdown => {
-                            self.send(Event::Closed).await;
+                            self.send(Observation::Closed).await;
                             break;
                         }
                         End::Lost(reason, detail) => {
-                            self.send(Event::Down {
+                            self.send(Observation::Down {
                                 reason,
                                 detail,
                                 was_open: true,
@@ -222,7 +207,7 @@ impl Supervisor {
         let tool = &self.spec.settings.health_check_tool;
         let has_health = tools.as_ref().is_some_and(|t| t.names().any(|n| n == tool));
         let ttl = tools.as_ref().and_then(|t| t.ttl);
-        self.send(Event::Opened {
+        self.send(Observation::Opened {
             era: session.era(),
             info: session.info().clone(),
             tools,
@@ -290,7 +275,7 @@ impl Supervisor {
             let now_credentials = session.credentials();
             if now_credentials != credentials {
                 credentials = now_credentials;
-                self.send(Event::Credentials(credentials)).await;
+                self.send(Observation::Credentials(credentials)).await;
             }
             let held = hold_until.is_some_and(|h| Instant::now() < h);
             let late_at = ping.as_ref().filter(|p| !p.late).map(|p| p.late_at);
@@ -303,7 +288,7 @@ impl Supervisor {
                 ping.as_ref().is_some_and(|p| p.late) || hc.is_some() || !tools.calls.is_empty();
             tokio::select! {
                 _ = &mut cancelled => return End::Shutdown,
-                exit = &mut gone => return End::Lost(reason_of(session.death()), exit),
+                exit = &mut gone => return End::Lost(Reason::from(session.death()), exit),
                 judged = &mut stuck => {
                     // The owner outlives every supervisor; gone means shutdown.
                     if !judged {
@@ -313,7 +298,7 @@ impl Supervisor {
                 }
                 _ = evidence_tick.tick(), if watching => {
                     if let Some(v) = session.violation() {
-                        return End::Lost(reason_of(v), "the server broke the session's limits".to_owned());
+                        return End::Lost(Reason::from(v), "the server broke the session's limits".to_owned());
                     }
                     self.evidence(session).await;
                 }
@@ -326,9 +311,9 @@ impl Supervisor {
                         // Never pile pings up: the one in flight is still
                         // evidence, and one more interval without its answer
                         // is one more judgement.
-                        self.send(Event::Skipped(live_kind)).await;
+                        self.send(Observation::Skipped(live_kind)).await;
                     } else {
-                        self.send(Event::Sent(live_kind)).await;
+                        self.send(Observation::Sent(live_kind)).await;
                         // The request may stay in flight past `stuck_after`:
                         // the owner judges stuck from silence, and the answer
                         // must never race that judgement.
@@ -345,7 +330,7 @@ impl Supervisor {
                     }
                     // Fresh evidence first: is it working or gone quiet?
                     self.evidence(session).await;
-                    self.send(Event::Late(live_kind, s.ping_timeout.0)).await;
+                    self.send(Observation::Late(live_kind, s.ping_timeout.0)).await;
                 }
                 outcome = async { (&mut ping.as_mut().expect("guarded").fut).await }, if ping.is_some() => {
                     let was_late = ping.take().is_some_and(|p| p.late);
@@ -358,7 +343,7 @@ impl Supervisor {
                         hold_until = Some(Instant::now() + wait);
                     }
                     let detail = failure_detail(&outcome);
-                    self.send(Event::Probe { outcome, was_late }).await;
+                    self.send(Observation::Probe { outcome, was_late }).await;
                     if let Some(refused) = lost {
                         return link_lost(session, detail, refused).await;
                     }
@@ -384,7 +369,7 @@ impl Supervisor {
                             let relist = jittered(relist_after(tools.ttl, s), &spec.id, pings);
                             tools_due.as_mut().reset(Instant::now() + relist);
                             has_health = tools.names().any(|n| n == s.health_check_tool);
-                            self.send(Event::Tools { tools, health_check: has_health }).await;
+                            self.send(Observation::Tools { tools, health_check: has_health }).await;
                         }
                         // Liveness judges the session; a failed listing is only not news.
                         Err(e) => {
@@ -395,9 +380,9 @@ impl Supervisor {
                 }
                 _ = hc_tick.tick(), if has_health => {
                     if hc.is_some() || held {
-                        self.send(Event::Skipped(ProbeKind::HealthCheck)).await;
+                        self.send(Observation::Skipped(ProbeKind::HealthCheck)).await;
                     } else {
-                        self.send(Event::Sent(ProbeKind::HealthCheck)).await;
+                        self.send(Observation::Sent(ProbeKind::HealthCheck)).await;
                         hc = Some(Box::pin(probe::health_check::run(session, &hc_spec, s.health_check_timeout.0)));
                     }
                 }
@@ -408,7 +393,7 @@ impl Supervisor {
                         hold_until = Some(Instant::now() + wait);
                     }
                     let detail = failure_detail(&outcome);
-                    self.send(Event::Probe { outcome, was_late: false }).await;
+                    self.send(Observation::Probe { outcome, was_late: false }).await;
                     if let Some(refused) = lost {
                         return link_lost(session, format!("health_check: {detail}"), refused).await;
                     }
@@ -416,10 +401,10 @@ impl Supervisor {
                 _ = async { tokio::time::sleep_until(tool_due.expect("guarded")).await }, if tool_due.is_some() => {
                     for i in tools.due(Instant::now()) {
                         if tools.in_flight[i] || held {
-                            self.send(Event::Skipped(ProbeKind::Tool)).await;
+                            self.send(Observation::Skipped(ProbeKind::Tool)).await;
                             continue;
                         }
-                        self.send(Event::Sent(ProbeKind::Tool)).await;
+                        self.send(Observation::Sent(ProbeKind::Tool)).await;
                         tools.in_flight[i] = true;
                         let p = &spec.tool_probes[i];
                         tools.calls.push(Box::pin(async move {
@@ -437,7 +422,7 @@ impl Supervisor {
                     if outcome.result.is_err() {
                         tracing::info!(tool = %spec.tool_probes[i].tool, took_ms = outcome.duration.as_millis() as u64, error = %spec.scrubber.scrub(&detail), "tool probe failed");
                     }
-                    self.send(Event::Probe { outcome, was_late: false }).await;
+                    self.send(Observation::Probe { outcome, was_late: false }).await;
                     if let Some(refused) = lost {
                         return link_lost(session, format!("tool {}: {detail}", spec.tool_probes[i].tool), refused).await;
                     }
@@ -449,12 +434,12 @@ impl Supervisor {
     /// Report the process tree and progress, the evidence that is not an answer.
     async fn evidence(&self, session: &dyn Session) {
         if let Some(sample) = session.process() {
-            self.send(Event::Process(sample)).await;
+            self.send(Observation::Process(sample)).await;
         }
-        self.send(Event::Progress(session.progress())).await;
+        self.send(Observation::Progress(session.progress())).await;
     }
 
-    async fn send(&self, event: Event) {
+    async fn send(&self, event: Observation) {
         // The owner outlives every supervisor; a closed channel means shutdown.
         let _ = self.state.send(Msg::Server(self.id.clone(), event)).await;
     }
@@ -527,7 +512,7 @@ async fn link_lost(session: &dyn Session, detail: String, refused: Option<Reason
     {
         return End::Lost(Reason::Exited, exit);
     }
-    End::Lost(reason_of(death), detail)
+    End::Lost(Reason::from(death), detail)
 }
 
 fn failure_detail(o: &ProbeOutcome) -> String {

@@ -109,7 +109,7 @@ pub enum ToolCallError {
 }
 
 /// How a link was lost or could not be made: definitive transport evidence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::VariantArray)]
 pub enum LinkFailure {
     /// The stdio child exited.
     Exited,

@@ -1,0 +1,192 @@
+//! One server's samples, from its published record. Label values are its
+//! id (from the config) and bounded enums; nothing a server says becomes a
+//! label except its name and version on the `_info` series, truncated and
+//! replaced when they change.
+
+use super::families::Family;
+use super::text::{Float, Writer};
+use super::{Exposition, Histograms};
+use crate::state::ServerRecord;
+use crate::state::series::{Counters, Series};
+use crate::state::verdict::State;
+
+/// The `le` bounds the small exposition keeps of liveness histograms: the
+/// alert's 0.5 s threshold needs a bound at it and one above.
+const SMALL_LATENCY: &[&str] = &["0.01", "0.1", "0.5", "2.5"];
+/// The `le` bounds the small exposition keeps of tool call histograms.
+const SMALL_TOOL_CALL: &[&str] = &["0.1", "1", "10", "60"];
+
+/// Write every sample of server `id`.
+pub fn render(id: &str, r: &ServerRecord, x: Exposition, w: &mut Writer) {
+    // Ids are restricted to `[A-Za-z0-9_.-]`; the writer escapes anyway.
+    let server = ("server", id);
+    status(server, r, w);
+    descriptive(server, r, x, w);
+    counters(server, &r.series, x, w);
+    durations(server, &r.series, x, w);
+}
+
+/// Up, state, reason, `_info` and the operator's labels.
+fn status(server: (&str, &str), r: &ServerRecord, w: &mut Writer) {
+    let st = &r.status;
+    let up = matches!(st.status, State::Healthy | State::Degraded);
+    w.sample(Family::Up, &[server], u8::from(up));
+    for s in State::ALL {
+        w.sample(
+            Family::State,
+            &[server, ("state", s.as_str())],
+            u8::from(s == st.status),
+        );
+    }
+    w.sample(Family::Reason, &[("reason", st.reason.as_str()), server], 1);
+    if let Some(i) = &r.series.info {
+        let health = if r.series.health_check_present {
+            "true"
+        } else {
+            "false"
+        };
+        w.sample(
+            Family::Info,
+            &[
+                ("health_check", health),
+                ("protocol_version", &i.protocol_version),
+                server,
+                ("server_name", &i.server_name),
+                ("server_version", &i.server_version),
+                ("transport", i.transport),
+            ],
+            1,
+        );
+    }
+    // Every server has the series, labels or not, so a `group_left` join
+    // never drops one (kube-state-metrics' kube_pod_labels does the same).
+    // The config sorted them by exported name, which sorts before `server`.
+    let mut labels: Vec<(&str, &str)> = st
+        .labels
+        .iter()
+        .map(|l| (l.exported.as_str(), l.value.as_str()))
+        .collect();
+    labels.push(server);
+    w.sample(Family::Labels, &labels, 1);
+}
+
+/// Tools, timestamps, child process and credentials.
+fn descriptive(server: (&str, &str), r: &ServerRecord, x: Exposition, w: &mut Writer) {
+    let v = &r.series;
+    if let (Some(n), true) = (r.status.tools, x.detail) {
+        w.sample(Family::Tools, &[server], n);
+        w.sample(Family::ToolsInvalid, &[server], v.tools_invalid);
+    }
+    // A counter nothing has moved is left out by default: it appears with
+    // its first increment (what `rate()` then misses is that one event).
+    if x.detail || v.tools_changes > 0 {
+        w.sample(Family::ToolsChanges, &[server], v.tools_changes);
+    }
+    for (f, value, always) in [
+        (Family::SessionStart, v.session_start, false),
+        (Family::LastCheck, v.last_check, true),
+        (Family::ChildCpu, v.child_cpu, true),
+    ] {
+        if let (Some(value), true) = (value, always || x.detail) {
+            w.sample(f, &[server], Float(value));
+        }
+    }
+    if let Some((at, refreshable)) = v.token_expiry {
+        let refreshable = if refreshable { "true" } else { "false" };
+        w.sample(
+            Family::TokenExpiry,
+            &[("refreshable", refreshable), server],
+            Float(at),
+        );
+    }
+    if let (Some(n), true) = (v.child_rss, x.detail) {
+        w.sample(Family::ChildRss, &[server], n);
+    }
+}
+
+/// Counters of probes, failures, reconnects and closes.
+fn counters(server: (&str, &str), v: &Series, x: Exposition, w: &mut Writer) {
+    w.sample(Family::StateChanges, &[server], v.state_changes);
+    for (f, counters) in [
+        (Family::Probes, &v.probes),
+        (Family::ProbesSkipped, &v.probes_skipped),
+        (Family::ProbesThrottled, &v.probes_throttled),
+    ] {
+        for (probe, n) in shown(counters, x) {
+            w.sample(f, &[("probe", probe.as_str()), server], n);
+        }
+    }
+    for ((probe, reason), n) in shown(&v.probe_failures, x) {
+        let labels = [
+            ("probe", probe.as_str()),
+            ("reason", reason.as_str()),
+            server,
+        ];
+        w.sample(Family::ProbeFailures, &labels, n);
+    }
+    for (reason, n) in shown(&v.reconnects, x) {
+        w.sample(
+            Family::Reconnects,
+            &[("reason", reason.as_str()), server],
+            n,
+        );
+    }
+    for (reason, n) in &v.session_closes.0 {
+        let reason = reason.map_or("shutdown", |r| r.as_str());
+        w.sample(Family::SessionCloses, &[("reason", reason), server], n);
+    }
+}
+
+/// Histograms, health-check values and the synthetic tool calls.
+fn durations(server: (&str, &str), v: &Series, x: Exposition, w: &mut Writer) {
+    for (f, h) in [
+        (Family::PingDuration, &v.ping_duration),
+        (Family::HealthCheckDuration, &v.health_check_duration),
+        (Family::ProgressInterval, &v.progress_interval),
+    ] {
+        if let (Some(h), Some(keep)) = (h, kept(x.histograms, f)) {
+            w.histogram(f, &[server], h, keep);
+        }
+    }
+    for (field, value) in &v.health_check_values {
+        w.sample(
+            Family::HealthCheckValue,
+            &[("field", field), server],
+            Float(*value),
+        );
+    }
+    for t in &v.tool_calls {
+        let labels = [server, ("tool", t.tool.as_str())];
+        if let (Some(h), Some(keep)) = (&t.duration, kept(x.histograms, Family::ToolCallDuration)) {
+            w.histogram(Family::ToolCallDuration, &labels, h, keep);
+        }
+        for (reason, n) in &t.cancellations.0 {
+            let labels = [
+                ("reason", reason.as_str()),
+                server,
+                ("tool", t.tool.as_str()),
+            ];
+            w.sample(Family::ToolCallCancellations, &labels, n);
+        }
+    }
+}
+
+/// Which buckets of the histogram family `f` a render writes: `None`
+/// leaves it out, `Some(None)` writes every bucket. Small keeps liveness
+/// and tool calls in four buckets each, and progress intervals (of a server
+/// that sent progress at all) as their count and sum.
+pub fn kept(h: Histograms, f: Family) -> Option<Option<&'static [&'static str]>> {
+    match (h, f) {
+        (Histograms::Off, _) => None,
+        (Histograms::Classic, _) => Some(None),
+        (Histograms::Small, Family::PingDuration) => Some(Some(SMALL_LATENCY)),
+        (Histograms::Small, Family::ToolCallDuration) => Some(Some(SMALL_TOOL_CALL)),
+        (Histograms::Small, Family::ProgressInterval) => Some(Some(&[])),
+        (Histograms::Small, _) => None,
+    }
+}
+
+/// The counters a render shows: all with `detail`, else those above zero.
+fn shown<K>(c: &Counters<K>, x: Exposition) -> impl Iterator<Item = &(K, u64)> {
+    c.0.iter().filter(move |(_, n)| x.detail || *n > 0)
+}

@@ -1,0 +1,392 @@
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::*;
+use crate::config::{FleetPolicy, ToolProbe};
+use crate::probe::health_check::{HealthReport, Reported};
+use crate::probe::{Answer, Deadline, Failure, FailureReason, ProbeKind, ProbeOutcome};
+use crate::state::owner::Owner;
+use crate::state::series::LATENCY_BUCKETS;
+use crate::state::testing::{add, answered, event, opened, spec};
+use crate::state::verdict::State;
+use crate::state::{Msg, Observation};
+
+fn lines(text: &str, prefix: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn render(o: &mut Owner) -> String {
+    Metrics::new("test", Exposition::FULL)
+        .expect("metrics")
+        .render(&o.publish())
+}
+
+/// A healthy server as it looks after a while: session open with the
+/// health tool, pings and health checks answered, tools listed, stdio
+/// process sampled, a state change behind it.
+fn healthy_for_a_while(o: &mut Owner, id: &str, labels: usize, http: bool) {
+    let now = Instant::now();
+    let mut s = spec(id);
+    if http {
+        s.transport = crate::config::TransportSpec::Http {
+            url: "http://127.0.0.1:1/mcp".parse().expect("url"),
+            headers: vec![],
+            bearer_token: None,
+            oauth2: None,
+        };
+    }
+    s.labels = (0..labels)
+        .map(|i| crate::config::Label {
+            name: format!("l{i}"),
+            exported: format!("label_l{i}"),
+            value: "v".into(),
+        })
+        .collect();
+    add(o, &s, now);
+    let mut open = opened();
+    if let Observation::Opened { health_check, .. } = &mut open {
+        *health_check = true;
+    }
+    event(o, id, open, now);
+    let probe = |o: &mut Owner, outcome: ProbeOutcome| {
+        event(o, id, Observation::Sent(outcome.kind), now);
+        let was_late = false;
+        event(o, id, Observation::Probe { outcome, was_late }, now);
+    };
+    for ms in [1, 3, 40, 700] {
+        probe(o, answered(ProbeKind::Ping, ms));
+    }
+    probe(
+        o,
+        ProbeOutcome {
+            kind: ProbeKind::HealthCheck,
+            tool: None,
+            duration: Duration::from_millis(2),
+            result: Ok(Answer::Health(HealthReport {
+                status: Reported::Healthy,
+                fields: vec![],
+                is_error: false,
+            })),
+        },
+    );
+    if http {
+        return;
+    }
+    event(
+        o,
+        id,
+        Observation::Process(crate::transport::ProcessSample {
+            state: crate::transport::procstat::RunState::Alive,
+            cpu: Duration::from_millis(30),
+            rss_bytes: 1 << 20,
+        }),
+        now,
+    );
+}
+
+/// Series of `id` in an exposition.
+fn series_of(text: &str, id: &str) -> Vec<String> {
+    let needle = format!("server=\"{id}\"");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && l.contains(&needle))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_healthy_server_stays_within_the_series_budget_by_default() {
+    let mut o = Owner::new(FleetPolicy::default(), 2);
+    healthy_for_a_while(&mut o, "stdio", 3, false);
+    healthy_for_a_while(&mut o, "http", 3, true);
+    let snap = o.publish();
+    let count = |x: Exposition, id: &str| {
+        assert_eq!(snap.servers[id].status.status, State::Healthy);
+        let text = Metrics::new("test", x).expect("metrics").render(&snap);
+        series_of(&text, id)
+    };
+    for id in ["stdio", "http"] {
+        let default = count(Exposition::default(), id);
+        assert!(
+            default.len() <= SERIES_BUDGET,
+            "{id}: {} series at the default exposition, budget {SERIES_BUDGET}:\n{}",
+            default.len(),
+            default.join("\n")
+        );
+        // The small histogram is the classic one, exact at its bounds.
+        let classic = count(Exposition::FULL, id);
+        for line in default.iter().filter(|l| l.contains("_bucket{")) {
+            assert!(
+                classic.contains(line),
+                "{line} not in the classic histogram"
+            );
+        }
+    }
+    // The counts docs/metrics.md gives for each setting: (histograms,
+    // detail) -> (stdio, http).
+    for (histograms, detail, want) in [
+        (Histograms::Small, false, (20, 19)),
+        (Histograms::Off, false, (13, 12)),
+        (Histograms::Classic, false, (47, 46)),
+        (Histograms::Small, true, (33, 34)),
+        (Histograms::Classic, true, (60, 61)),
+    ] {
+        let x = Exposition { histograms, detail };
+        let got = (count(x, "stdio").len(), count(x, "http").len());
+        assert_eq!(got, want, "{x:?}");
+    }
+}
+
+#[test]
+fn a_new_server_has_its_always_on_series_and_counters_at_zero() {
+    let mut o = Owner::new(FleetPolicy::default(), 1);
+    add(&mut o, &spec("a"), Instant::now());
+    let text = render(&mut o);
+    assert_eq!(
+        lines(&text, "mcpmon_server_up{"),
+        ["mcpmon_server_up{server=\"a\"} 0"]
+    );
+    assert_eq!(
+        lines(&text, "mcpmon_server_state{"),
+        [
+            "mcpmon_server_state{server=\"a\",state=\"healthy\"} 0",
+            "mcpmon_server_state{server=\"a\",state=\"degraded\"} 0",
+            "mcpmon_server_state{server=\"a\",state=\"unhealthy\"} 0",
+            "mcpmon_server_state{server=\"a\",state=\"unknown\"} 1",
+        ]
+    );
+    assert_eq!(
+        lines(&text, "mcpmon_server_reason{"),
+        ["mcpmon_server_reason{reason=\"starting\",server=\"a\"} 1"]
+    );
+    assert_eq!(
+        lines(&text, "mcpmon_probes_total{"),
+        [
+            "mcpmon_probes_total{probe=\"ping\",server=\"a\"} 0",
+            "mcpmon_probes_total{probe=\"discover\",server=\"a\"} 0",
+            "mcpmon_probes_total{probe=\"health_check\",server=\"a\"} 0",
+        ]
+    );
+    assert!(
+        lines(&text, "mcpmon_reconnects_total{")
+            .contains(&"mcpmon_reconnects_total{reason=\"exited\",server=\"a\"} 0".to_owned())
+    );
+    for absent in [
+        "mcpmon_ping_duration_seconds_bucket",
+        "mcpmon_server_info{",
+        "mcpmon_server_tools{",
+        "mcpmon_child_cpu_seconds_total{",
+    ] {
+        assert!(!text.contains(absent), "{absent} rendered before any event");
+    }
+    // Every family is declared, samples or not.
+    for f in Family::ALL {
+        let (name, kind) = (f.name(), f.kind());
+        assert!(
+            text.contains(&format!("# TYPE {name} {kind}\n")),
+            "{name} undeclared"
+        );
+    }
+    assert!(text.contains("mcpmon_build_info{"));
+    assert!(text.contains("mcpmon_fleet_servers{state=\"unknown\"} 1"));
+    assert!(text.contains("mcpmon_snapshot_generation 1\n"));
+}
+
+#[test]
+fn histograms_are_cumulative_and_counters_count() {
+    let now = Instant::now();
+    let mut o = Owner::new(FleetPolicy::default(), 1);
+    let mut s = spec("a");
+    s.tool_probes.push(ToolProbe {
+        tool: "slow".into(),
+        arguments: Default::default(),
+        interval: Duration::from_secs(60),
+        request_timeout: Duration::from_secs(1),
+        max_request_timeout: Duration::from_secs(2),
+    });
+    add(&mut o, &s, now);
+    event(&mut o, "a", opened(), now);
+    for ms in [0, 2, 20_000] {
+        event(&mut o, "a", Observation::Sent(ProbeKind::Ping), now);
+        let mut outcome = answered(ProbeKind::Ping, ms);
+        outcome.duration = Duration::from_micros(ms * 1000 + 300);
+        event(
+            &mut o,
+            "a",
+            Observation::Probe {
+                outcome,
+                was_late: false,
+            },
+            now,
+        );
+    }
+    let cancelled = ProbeOutcome {
+        kind: ProbeKind::Tool,
+        tool: Some("slow".into()),
+        duration: Duration::from_millis(200),
+        result: Err(Failure {
+            reason: FailureReason::Timeout,
+            detail: "cancelled".into(),
+            link_lost: false,
+            cancelled: Some(Deadline::RequestTimeout),
+            retry_after: None,
+        }),
+    };
+    event(
+        &mut o,
+        "a",
+        Observation::Probe {
+            outcome: cancelled,
+            was_late: false,
+        },
+        now,
+    );
+    let text = render(&mut o);
+    let b = lines(&text, "mcpmon_ping_duration_seconds_bucket{");
+    assert_eq!(b.len(), LATENCY_BUCKETS.bounds.len() + 1);
+    assert_eq!(
+        b[0],
+        "mcpmon_ping_duration_seconds_bucket{server=\"a\",le=\"0.0005\"} 1"
+    );
+    assert_eq!(
+        b[2],
+        "mcpmon_ping_duration_seconds_bucket{server=\"a\",le=\"0.0025\"} 2"
+    );
+    assert_eq!(
+        b[13],
+        "mcpmon_ping_duration_seconds_bucket{server=\"a\",le=\"10\"} 2"
+    );
+    assert_eq!(
+        b[14],
+        "mcpmon_ping_duration_seconds_bucket{server=\"a\",le=\"+Inf\"} 3"
+    );
+    assert_eq!(
+        lines(&text, "mcpmon_ping_duration_seconds_count{"),
+        ["mcpmon_ping_duration_seconds_count{server=\"a\"} 3"]
+    );
+    assert!(
+        lines(&text, "mcpmon_probes_total{")
+            .contains(&"mcpmon_probes_total{probe=\"ping\",server=\"a\"} 3".to_owned())
+    );
+    assert!(lines(&text, "mcpmon_probe_failures_total{").contains(
+        &"mcpmon_probe_failures_total{probe=\"tool\",reason=\"timeout\",server=\"a\"} 1".to_owned()
+    ));
+    assert_eq!(
+        lines(&text, "mcpmon_tool_call_duration_seconds_count{"),
+        ["mcpmon_tool_call_duration_seconds_count{server=\"a\",tool=\"slow\"} 1"]
+    );
+    assert_eq!(
+        lines(&text, "mcpmon_tool_call_cancellations_total{"),
+        [
+            "mcpmon_tool_call_cancellations_total{reason=\"request_timeout\",server=\"a\",tool=\"slow\"} 1"
+        ]
+    );
+    assert_eq!(
+        text.matches("# TYPE mcpmon_ping_duration_seconds histogram")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn operator_labels_are_one_escaped_series() {
+    let mut o = Owner::new(FleetPolicy::default(), 1);
+    let mut s = spec("a");
+    s.labels = vec![crate::config::Label {
+        name: "team".into(),
+        exported: "label_team".into(),
+        value: "pay\"ments\\x".into(),
+    }];
+    add(&mut o, &s, Instant::now());
+    let text = render(&mut o);
+    assert_eq!(
+        lines(&text, "mcpmon_server_labels{"),
+        [r#"mcpmon_server_labels{label_team="pay\"ments\\x",server="a"} 1"#]
+    );
+}
+
+#[test]
+fn values_from_servers_are_escaped() {
+    let now = Instant::now();
+    let mut o = Owner::new(FleetPolicy::default(), 1);
+    add(&mut o, &spec("a"), now);
+    event(
+        &mut o,
+        "a",
+        Observation::Opened {
+            era: crate::transport::Era::Legacy,
+            info: crate::transport::ServerInfo {
+                protocol_version: "2025-06-18".into(),
+                name: "we\"ird\\name".into(),
+                version: "1.0".into(),
+            },
+            tools: None,
+            handshake: Duration::ZERO,
+            health_check: true,
+        },
+        now,
+    );
+    let report = HealthReport {
+        status: Reported::Healthy,
+        fields: vec![("load".to_owned(), f64::INFINITY)],
+        is_error: false,
+    };
+    let outcome = ProbeOutcome {
+        kind: ProbeKind::HealthCheck,
+        tool: None,
+        duration: Duration::from_millis(1),
+        result: Ok(Answer::Health(report)),
+    };
+    event(
+        &mut o,
+        "a",
+        Observation::Probe {
+            outcome,
+            was_late: false,
+        },
+        now,
+    );
+    let text = render(&mut o);
+    let info = lines(&text, "mcpmon_server_info{");
+    assert_eq!(info.len(), 1);
+    assert!(
+        info[0].contains(r#"server_name="we\"ird\\name""#),
+        "{}",
+        info[0]
+    );
+    assert!(
+        info[0].ends_with(r#"server_version="1.0",transport="stdio"} 1"#),
+        "{}",
+        info[0]
+    );
+    assert_eq!(
+        lines(&text, "mcpmon_health_check_value{"),
+        ["mcpmon_health_check_value{field=\"load\",server=\"a\"} +Inf"]
+    );
+    assert!(
+        info[0].starts_with(r#"mcpmon_server_info{health_check="true","#),
+        "{}",
+        info[0]
+    );
+}
+
+#[test]
+fn removed_servers_vanish_and_readded_ones_start_fresh() {
+    let now = Instant::now();
+    let mut o = Owner::new(FleetPolicy::default(), 2);
+    add(&mut o, &spec("a"), now);
+    add(&mut o, &spec("b"), now);
+    event(&mut o, "a", Observation::Sent(ProbeKind::Ping), now);
+    o.apply(Msg::Remove("a".into()), now);
+    // A stopping supervisor may still report; nothing is rendered for it.
+    event(&mut o, "a", Observation::Sent(ProbeKind::Ping), now);
+    let text = render(&mut o);
+    assert!(!text.contains("server=\"a\""));
+    assert!(text.contains("server=\"b\""));
+    add(&mut o, &spec("a"), now);
+    let text = render(&mut o);
+    assert!(text.contains("mcpmon_probes_total{probe=\"ping\",server=\"a\"} 0"));
+}

@@ -1,0 +1,149 @@
+//! The verdict's vocabulary: the published [`State`]s and the bounded
+//! [`Reason`]s (safe as label values), and how a transport failure reads as
+//! a reason.
+
+use serde::Serialize;
+use strum::VariantArray;
+
+use crate::transport::LinkFailure;
+
+/// A server's health, as published.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, strum::IntoStaticStr,
+)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum State {
+    /// No verdict yet.
+    Unknown,
+    /// Answers promptly and reports itself fine.
+    Healthy,
+    /// Answers, but slowly, with some errors, or reports itself degraded.
+    Degraded,
+    /// Gone, stuck, failing, or reports itself unhealthy.
+    Unhealthy,
+}
+
+impl State {
+    /// Every state, in the order metrics list them.
+    pub const ALL: [State; 4] = [
+        State::Healthy,
+        State::Degraded,
+        State::Unhealthy,
+        State::Unknown,
+    ];
+
+    /// The lowercase name used in JSON and labels.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// How bad a state is, for picking the worst of several.
+    pub fn severity(self) -> u8 {
+        match self {
+            State::Unknown => 0,
+            State::Healthy => 1,
+            State::Degraded => 2,
+            State::Unhealthy => 3,
+        }
+    }
+}
+
+/// Why a server is in its state. A bounded set: safe as a label value.
+/// Adding one is a variant here (and, for a transport failure, its
+/// [`LinkFailure`] in `transport/error.rs`): its name, its series and its
+/// place in the docs follow from the variant.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, strum::IntoStaticStr, strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Reason {
+    /// Not judged yet.
+    Starting,
+    /// Everything within thresholds.
+    Ok,
+    /// Mean liveness latency above a threshold.
+    Slow,
+    /// Error ratio above a threshold.
+    Errors,
+    /// Liveness probes went unanswered in two or more separate episodes
+    /// within the window, though the latest one was answered.
+    Timeouts,
+    /// The last liveness probe got no answer in time, transport still up,
+    /// and no other sign of life.
+    Unresponsive,
+    /// Liveness answers are late, but the server shows signs of life
+    /// (progress notifications, CPU time advancing): working, not dead.
+    Busy,
+    /// The stdio process is stopped (SIGSTOP) or traced.
+    Stopped,
+    /// No answer at all for `stuck_after`, transport still up.
+    Stuck,
+    /// The stdio child exited.
+    Exited,
+    /// Connection refused, reset, or DNS failure.
+    Unreachable,
+    /// Could not start or connect (spawn failure, TLS, HTTP error).
+    ConnectFailed,
+    /// Connected, but the MCP handshake failed or timed out.
+    HandshakeFailed,
+    /// The server wants credentials, or refused the ones configured (401).
+    Unauthenticated,
+    /// The configured credentials lack a permission (403).
+    Forbidden,
+    /// The server asked to be called less (429, or 503 with `Retry-After`):
+    /// it is there, so degraded, never unhealthy on that account alone.
+    Throttled,
+    /// A tool named in `expected_tools` is not listed.
+    ToolsMissing,
+    /// The server sent requests faster than a client can be asked to serve
+    /// them; the session was dropped.
+    RequestFlood,
+    /// The server sent more messages or bytes than its inbound budget
+    /// allows; the session was dropped.
+    MessageFlood,
+    /// The server's health_check said degraded.
+    HealthCheckDegraded,
+    /// The server's health_check said unhealthy.
+    HealthCheckUnhealthy,
+    /// The health_check tool returned an error.
+    HealthCheckFailed,
+    /// The health_check tool answered in a shape with no readable status.
+    HealthCheckUnreadable,
+}
+
+impl Reason {
+    /// Every reason, in declaration order.
+    pub const ALL: &'static [Reason] = <Reason as strum::VariantArray>::VARIANTS;
+
+    /// The snake_case name used in JSON and labels.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// The transport failure this reason names, if it is one: the reasons a
+    /// session ends on or cannot open for.
+    pub fn link_failure(self) -> Option<LinkFailure> {
+        LinkFailure::VARIANTS
+            .iter()
+            .copied()
+            .find(|f| Reason::from(*f) == self)
+    }
+}
+
+impl From<LinkFailure> for Reason {
+    fn from(f: LinkFailure) -> Self {
+        match f {
+            LinkFailure::Exited => Reason::Exited,
+            LinkFailure::Unreachable => Reason::Unreachable,
+            LinkFailure::ConnectFailed => Reason::ConnectFailed,
+            LinkFailure::HandshakeFailed => Reason::HandshakeFailed,
+            LinkFailure::Unauthenticated => Reason::Unauthenticated,
+            LinkFailure::Forbidden => Reason::Forbidden,
+            LinkFailure::Throttled => Reason::Throttled,
+            LinkFailure::RequestFlood => Reason::RequestFlood,
+            LinkFailure::MessageFlood => Reason::MessageFlood,
+        }
+    }
+}
