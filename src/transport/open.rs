@@ -212,15 +212,17 @@ impl Pipes<'_> {
                 .serve_with_lifecycle(Metered::new(transport, self.meter.clone()), mode),
         )
         .await;
-        served
-            .map_err(|_| None)
-            .and_then(|r| r.map_err(Some))
-            .map_err(|error| Failed {
-                error,
-                request,
-                tried,
-                within: self.within,
-            })
+        let error = match served {
+            Ok(Ok(service)) => return Ok(service),
+            Ok(Err(e)) => Some(e),
+            Err(_) => None,
+        };
+        Err(Failed {
+            error,
+            request,
+            tried,
+            within: self.within,
+        })
     }
 
     /// `server/discover`, then `initialize` on the same pipes if the answer

@@ -179,7 +179,11 @@ impl Remote<'_> {
         if let Some(e) = flooded(&meter) {
             return Err(e);
         }
-        let served = served.map_err(|_| None).and_then(|r| r.map_err(Some));
+        let served = match served {
+            Ok(Ok(service)) => Ok(service),
+            Ok(Err(e)) => Err(Some(e)),
+            Err(_) => Err(None),
+        };
         Ok((served, parts, (meter, activity)))
     }
 

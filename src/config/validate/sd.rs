@@ -1,0 +1,126 @@
+//! The `file_sd_configs` and `http_sd_configs` of the main file.
+
+use super::*;
+
+impl Validator<'_> {
+    /// A `file_sd_configs` entry: patterns in Prometheus's form
+    /// (`^[^*]*(\*[^/]*)?\.(json|yml|yaml)$`), relative to the config file.
+    pub(super) fn file_sd(&mut self, f: FileSdFile, at: &[Seg]) -> Option<FileSd> {
+        let sub = |name: &str| {
+            let mut p = at.to_vec();
+            p.push(Seg::key(name));
+            p
+        };
+        if f.files.is_empty() {
+            self.error(
+                &sub("files"),
+                "file_sd_configs: `files` needs at least one pattern".to_owned(),
+            );
+        }
+        let mut files = Vec::new();
+        for (i, pattern) in f.files.iter().enumerate() {
+            let mut p = sub("files");
+            p.push(Seg::Index(i));
+            let (dir, name) = match pattern.rsplit_once('/') {
+                Some((d, n)) => (d, n),
+                None => ("", pattern.as_str()),
+            };
+            let lower = name.to_ascii_lowercase();
+            let ext_ok = [".json", ".yml", ".yaml"]
+                .iter()
+                .any(|e| lower.ends_with(e));
+            if dir.contains('*') || name.matches('*').count() > 1 || !ext_ok {
+                self.error(
+                    &p,
+                    format!(
+                        "file pattern {pattern:?}: only the file name may hold one `*`, and it must end in .json, .yml or .yaml"
+                    ),
+                );
+                continue;
+            }
+            if let Err(e) = glob::Pattern::new(name) {
+                self.error(&p, format!("file pattern {pattern:?}: {e}"));
+                continue;
+            }
+            files.push(self.base.join(pattern));
+        }
+        let refresh_interval = f.refresh_interval.map_or(FILE_SD_REFRESH, |d| d.0);
+        if refresh_interval.is_zero() {
+            self.error(
+                &sub("refresh_interval"),
+                "refresh_interval must be greater than zero".to_owned(),
+            );
+        }
+        self.labels(&f.labels, &sub("labels"));
+        Some(FileSd {
+            files,
+            refresh_interval,
+            labels: f.labels,
+            max_servers: f.max_servers.unwrap_or(super::discovery::MAX_SERVERS),
+        })
+    }
+
+    /// An `http_sd_configs` entry.
+    pub(super) fn http_sd(&mut self, h: HttpSdFile, at: &[Seg]) -> Option<HttpSd> {
+        let sub = |name: &str| {
+            let mut p = at.to_vec();
+            p.push(Seg::key(name));
+            p
+        };
+        let expanded = self.expand(&h.url, &sub("url"));
+        let url = match reqwest::Url::parse(&expanded) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") => u,
+            _ => {
+                self.error(
+                    &sub("url"),
+                    format!("http_sd url {:?} is not an http(s) URL", h.url),
+                );
+                return None;
+            }
+        };
+        let refresh_interval = h.refresh_interval.map_or(HTTP_SD_REFRESH, |d| d.0);
+        if refresh_interval.is_zero() {
+            self.error(
+                &sub("refresh_interval"),
+                "refresh_interval must be greater than zero".to_owned(),
+            );
+        }
+        let headers = self.headers(&h.headers, &sub("headers"));
+        let bearer_token = h
+            .bearer_token_env
+            .as_deref()
+            .and_then(|var| self.env_secret(var, &sub("bearer_token_env")));
+        let mut file = |name: &str, value: &Option<String>| -> Option<PathBuf> {
+            let path = self.base.join(value.as_deref()?);
+            if let Err(e) = std::fs::metadata(&path) {
+                let mut p = sub("tls");
+                p.push(Seg::key(name));
+                self.error(&p, format!("cannot read {}: {e}", path.display()));
+            }
+            Some(path)
+        };
+        let tls = SdTls {
+            ca_file: file("ca_file", &h.tls.ca_file),
+            cert_file: file("cert_file", &h.tls.cert_file),
+            key_file: file("key_file", &h.tls.key_file),
+            insecure_skip_verify: h.tls.insecure_skip_verify,
+        };
+        if tls.cert_file.is_some() != tls.key_file.is_some() {
+            self.error(
+                &sub("tls"),
+                "set both cert_file and key_file, or neither".to_owned(),
+            );
+        }
+        self.labels(&h.labels, &sub("labels"));
+        Some(HttpSd {
+            url,
+            refresh_interval,
+            headers,
+            bearer_token,
+            tls,
+            labels: h.labels,
+            allow_stdio: h.allow_stdio,
+            max_servers: h.max_servers.unwrap_or(super::discovery::MAX_SERVERS),
+        })
+    }
+}
