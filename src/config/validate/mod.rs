@@ -99,6 +99,20 @@ mod tunables;
 
 pub(super) use entries::parse_entries;
 
+/// The path of `name` under `at`.
+pub(super) fn under(at: &[Seg], name: &str) -> Vec<Seg> {
+    let mut p = at.to_vec();
+    p.push(Seg::key(name));
+    p
+}
+
+/// The path of item `i` of the list `name` under `at`.
+pub(super) fn item(at: &[Seg], name: &str, i: usize) -> Vec<Seg> {
+    let mut p = under(at, name);
+    p.push(Seg::Index(i));
+    p
+}
+
 pub(super) struct Validator<'a> {
     /// Values `${VAR}` expanded to, in order.
     expanded: Vec<String>,
@@ -326,8 +340,7 @@ impl<'a> Validator<'a> {
     fn headers(&mut self, map: &BTreeMap<String, String>, at: &[Seg]) -> Vec<(String, Secret)> {
         let mut headers = Vec::new();
         for (k, v) in map {
-            let mut p = at.to_vec();
-            p.push(Seg::key(k));
+            let p = under(at, k);
             if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err() {
                 self.error(&p, format!("invalid header name {k:?}"));
                 continue;
@@ -366,8 +379,7 @@ impl<'a> Validator<'a> {
         let mut labels: Vec<super::Label> = Vec::new();
         for (name, value) in map {
             let exported = super::exported_label_name(name);
-            let mut p = at.to_vec();
-            p.push(Seg::key(name));
+            let p = under(at, name);
             if name.is_empty() {
                 self.error(&p, "a label needs a name".to_owned());
             } else if let Some(other) = labels.iter().find(|l| l.exported == exported) {
@@ -398,13 +410,13 @@ impl<'a> Validator<'a> {
     ) -> Vec<(String, Secret)> {
         map.iter()
             .map(|(k, v)| {
-                let mut p = at.to_vec();
-                p.push(Seg::key(k));
+                let p = under(at, k);
                 (k.clone(), Secret(self.expand(v, &p)))
             })
             .collect()
     }
 
+    /// Expand `${VAR}` references; an unset variable is an error naming it.
     fn expand(&mut self, raw: &str, at: &[Seg]) -> String {
         // An endpoint's entry names no variable: `${VAR}` stays as written.
         if matches!(self.trust, Trust::Remote { .. }) {

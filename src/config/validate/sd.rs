@@ -6,11 +6,7 @@ impl Validator<'_> {
     /// A `file_sd_configs` entry: patterns in Prometheus's form
     /// (`^[^*]*(\*[^/]*)?\.(json|yml|yaml)$`), relative to the config file.
     pub(super) fn file_sd(&mut self, f: FileSdFile, at: &[Seg]) -> Option<FileSd> {
-        let sub = |name: &str| {
-            let mut p = at.to_vec();
-            p.push(Seg::key(name));
-            p
-        };
+        let sub = |name: &str| under(at, name);
         if f.files.is_empty() {
             self.error(
                 &sub("files"),
@@ -62,11 +58,7 @@ impl Validator<'_> {
 
     /// An `http_sd_configs` entry.
     pub(super) fn http_sd(&mut self, h: HttpSdFile, at: &[Seg]) -> Option<HttpSd> {
-        let sub = |name: &str| {
-            let mut p = at.to_vec();
-            p.push(Seg::key(name));
-            p
-        };
+        let sub = |name: &str| under(at, name);
         let expanded = self.expand(&h.url, &sub("url"));
         let url = match reqwest::Url::parse(&expanded) {
             Ok(u) if matches!(u.scheme(), "http" | "https") => u,

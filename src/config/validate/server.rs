@@ -1,8 +1,11 @@
 //! One server entry: its id, tunables, tool probes, transport and labels.
 
 use super::*;
+use crate::config::raw::ToolProbeFile;
 
 impl Validator<'_> {
+    /// One server entry resolved against the global tunables, every
+    /// problem in it reported; `None` when it cannot be monitored at all.
     pub(super) fn check_server(
         &mut self,
         s: ServerFile,
@@ -10,243 +13,25 @@ impl Validator<'_> {
         at: &[Seg],
         seen: &mut HashSet<String>,
     ) -> Option<ServerSpec> {
-        let field = |name: &str| -> Vec<Seg> {
-            let mut p = at.to_vec();
-            p.push(Seg::key(name));
-            p
-        };
         let expanded_from = self.expanded.len();
-        if s.id.is_empty()
-            || !s
-                .id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-        {
-            self.error(
-                &field("id"),
-                format!("server id {:?} must match [a-zA-Z0-9_.-]+", s.id),
-            );
-        } else if !seen.insert(s.id.clone()) {
-            self.error(&field("id"), format!("duplicate server id {:?}", s.id));
-        }
-        // The flattened map holds both tunables and any misspelt key.
-        let own: TunablesFile = match yaml_serde::to_value(&s.tunables.0)
-            .and_then(yaml_serde::from_value::<TunablesFile>)
-        {
-            Ok(t) => t,
-            Err(e) => {
-                let msg = strip_position(&e.to_string());
-                let key = unknown_field_name(&msg).unwrap_or_default();
-                let target = if key.is_empty() {
-                    at.to_vec()
-                } else {
-                    field(&key)
-                };
-                self.error(&target, format!("server {:?}: {msg}", s.id));
-                TunablesFile::default()
-            }
-        };
-        self.check_tunables(&own, at);
-        let mut settings = Settings::resolve(global, &own);
-        if matches!(self.trust, Trust::Remote { .. }) {
-            self.raise_to_floors(&mut settings, at, &s.id);
-        }
-        // Contradictions may come from mixing global and per-server values,
-        // so the resolved timers are checked against the server's own keys.
-        let written = written_keys(&own);
-        self.check_timers(&settings, at, &format!("server {:?}: ", s.id), &|k| {
-            written.contains(&k)
-        });
-        let mut tool_probes = Vec::new();
-        for (i, tp) in s.tool_probes.into_iter().enumerate() {
-            let mut p = field("tool_probes");
-            p.push(Seg::Index(i));
-            let mut interval = tp.interval.0;
-            if matches!(self.trust, Trust::Remote { .. }) && interval < REMOTE_TOOL_INTERVAL {
-                interval = REMOTE_TOOL_INTERVAL;
-                self.warn(
-                    &p,
-                    format!(
-                        "tool probe {:?}: interval raised to {}, the least an http_sd entry may set",
-                        tp.tool,
-                        humantime::format_duration(interval)
-                    ),
-                );
-            }
-            let request_timeout = tp.request_timeout.unwrap_or(settings.request_timeout).0;
-            let max_request_timeout = tp
-                .max_request_timeout
-                .unwrap_or(settings.max_request_timeout)
-                .0;
-            if tp.interval.0.is_zero() {
-                self.error(
-                    &p,
-                    format!(
-                        "tool probe {:?}: interval must be greater than zero",
-                        tp.tool
-                    ),
-                );
-            }
-            if request_timeout > max_request_timeout {
-                self.error(
-                    &p,
-                    format!(
-                        "tool probe {:?}: request_timeout ({}) is longer than max_request_timeout ({})",
-                        tp.tool,
-                        humantime::format_duration(request_timeout),
-                        humantime::format_duration(max_request_timeout)
-                    ),
-                );
-            }
-            if max_request_timeout > interval {
-                self.warn(
-                    &p,
-                    format!(
-                        "tool probe {:?}: max_request_timeout ({}) is longer than its interval ({}); overdue calls will be skipped",
-                        tp.tool,
-                        humantime::format_duration(max_request_timeout),
-                        humantime::format_duration(interval)
-                    ),
-                );
-            }
-            tool_probes.push(ToolProbe {
-                tool: tp.tool,
-                arguments: tp.arguments,
-                interval,
-                request_timeout,
-                max_request_timeout,
-            });
-        }
+        self.check_id(&s.id, at, seen);
+        let settings = self.server_settings(&s, global, at);
+        let tool_probes = s
+            .tool_probes
+            .iter()
+            .enumerate()
+            .map(|(i, tp)| self.tool_probe(tp, &settings, &item(at, "tool_probes", i)))
+            .collect();
         let protocol = if settings.protocol == "auto" {
             Protocol::Auto
         } else {
             Protocol::Pinned(settings.protocol.clone())
         };
-
         let transport = match s.transport {
-            TransportKind::Stdio => {
-                for (name, present) in [
-                    ("url", s.url.is_some()),
-                    ("headers", !s.headers.is_empty()),
-                    ("bearer_token_env", s.bearer_token_env.is_some()),
-                    ("oauth2", s.oauth2.is_some()),
-                ] {
-                    if present {
-                        self.error(
-                            &field(name),
-                            format!("`{name}` applies to http servers, not stdio"),
-                        );
-                    }
-                }
-                for (i, name) in s.inherit_env.iter().enumerate() {
-                    let ok = !name.is_empty()
-                        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                    if !ok {
-                        let mut p = field("inherit_env");
-                        p.push(Seg::Index(i));
-                        self.error(
-                            &p,
-                            format!("{name:?} is not an environment variable name ([A-Za-z0-9_]+)"),
-                        );
-                    }
-                }
-                let Some(command) = s
-                    .command
-                    .as_deref()
-                    .map(|c| self.expand(c, &field("command")))
-                else {
-                    self.error(at, format!("server {:?}: stdio needs `command`", s.id));
-                    return None;
-                };
-                let base = self.base.clone();
-                let command = PathBuf::from(command);
-                let command = if command.is_relative() && command.components().count() > 1 {
-                    base.join(command)
-                } else {
-                    command
-                };
-                let args = s
-                    .args
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| {
-                        let mut p = field("args");
-                        p.push(Seg::Index(i));
-                        self.expand(a, &p)
-                    })
-                    .collect();
-                let env = self.expand_values(&s.env, &field("env"));
-                let cwd = s
-                    .cwd
-                    .as_deref()
-                    .map(|c| base.join(self.expand(c, &field("cwd"))));
-                TransportSpec::Stdio {
-                    command,
-                    args,
-                    env,
-                    inherit_env: s.inherit_env.clone(),
-                    cwd,
-                }
-            }
-            TransportKind::Http => {
-                for (name, present) in [
-                    ("command", s.command.is_some()),
-                    ("args", !s.args.is_empty()),
-                    ("env", !s.env.is_empty()),
-                    ("inherit_env", !s.inherit_env.is_empty()),
-                    ("cwd", s.cwd.is_some()),
-                ] {
-                    if present {
-                        self.error(
-                            &field(name),
-                            format!("`{name}` applies to stdio servers, not http"),
-                        );
-                    }
-                }
-                let Some(raw) = s.url.as_deref() else {
-                    self.error(at, format!("server {:?}: http needs `url`", s.id));
-                    return None;
-                };
-                let expanded = self.expand(raw, &field("url"));
-                let url = match reqwest::Url::parse(&expanded) {
-                    Ok(u) if matches!(u.scheme(), "http" | "https") => u,
-                    Ok(u) => {
-                        self.error(
-                            &field("url"),
-                            format!("url scheme {:?} is not http or https", u.scheme()),
-                        );
-                        return None;
-                    }
-                    Err(e) => {
-                        // The raw text may hold an expanded secret: name only the written form.
-                        self.error(&field("url"), format!("invalid url {raw:?}: {e}"));
-                        return None;
-                    }
-                };
-                let headers = self.headers(&s.headers, &field("headers"));
-                let bearer_token = s
-                    .bearer_token_env
-                    .as_deref()
-                    .and_then(|var| self.env_secret(var, &field("bearer_token_env")));
-                if s.oauth2.is_some() && s.bearer_token_env.is_some() {
-                    self.error(
-                        &field("oauth2"),
-                        "set `oauth2` or `bearer_token_env`, not both".to_owned(),
-                    );
-                }
-                let oauth2 = s
-                    .oauth2
-                    .as_ref()
-                    .and_then(|o| self.oauth2(o, &field("oauth2")));
-                TransportSpec::Http {
-                    url,
-                    headers,
-                    bearer_token,
-                    oauth2,
-                }
-            }
+            TransportKind::Stdio => self.stdio_transport(&s, at)?,
+            TransportKind::Http => self.http_transport(&s, at)?,
         };
-        let labels = self.labels(&s.labels, &field("labels"));
+        let labels = self.labels(&s.labels, &under(at, "labels"));
         let expanded = self
             .expanded
             .split_off(expanded_from)
@@ -269,7 +54,234 @@ impl Validator<'_> {
         Some(spec)
     }
 
-    /// Expand `${VAR}` references; an unset variable is an error naming it.
+    /// An id is a metric label value and a URL path segment: a closed
+    /// alphabet, and unique in the fleet.
+    fn check_id(&mut self, id: &str, at: &[Seg], seen: &mut HashSet<String>) {
+        let alphabet = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+        if id.is_empty() || !id.chars().all(alphabet) {
+            self.error(
+                &under(at, "id"),
+                format!("server id {id:?} must match [a-zA-Z0-9_.-]+"),
+            );
+        } else if !seen.insert(id.to_owned()) {
+            self.error(&under(at, "id"), format!("duplicate server id {id:?}"));
+        }
+    }
+
+    /// The server's own tunables over the global ones, checked, and raised
+    /// to the floors when an endpoint wrote them.
+    fn server_settings(&mut self, s: &ServerFile, global: &TunablesFile, at: &[Seg]) -> Settings {
+        // The flattened map holds both tunables and any misspelt key.
+        let own: TunablesFile = match yaml_serde::to_value(&s.tunables.0)
+            .and_then(yaml_serde::from_value::<TunablesFile>)
+        {
+            Ok(t) => t,
+            Err(e) => {
+                let msg = strip_position(&e.to_string());
+                let target = match unknown_field_name(&msg) {
+                    Some(key) => under(at, &key),
+                    None => at.to_vec(),
+                };
+                self.error(&target, format!("server {:?}: {msg}", s.id));
+                TunablesFile::default()
+            }
+        };
+        self.check_tunables(&own, at);
+        let mut settings = Settings::resolve(global, &own);
+        if matches!(self.trust, Trust::Remote { .. }) {
+            self.raise_to_floors(&mut settings, at, &s.id);
+        }
+        // Contradictions may come from mixing global and per-server values,
+        // so the resolved timers are checked against the server's own keys.
+        let written = written_keys(&own);
+        self.check_timers(&settings, at, &format!("server {:?}: ", s.id), &|k| {
+            written.contains(&k)
+        });
+        settings
+    }
+
+    /// One `tool_probes` item, its timeouts defaulting to the server's.
+    fn tool_probe(&mut self, tp: &ToolProbeFile, settings: &Settings, p: &[Seg]) -> ToolProbe {
+        let tool = &tp.tool;
+        let show = |d: Duration| humantime::format_duration(d).to_string();
+        let mut interval = tp.interval.0;
+        if matches!(self.trust, Trust::Remote { .. }) && interval < REMOTE_TOOL_INTERVAL {
+            interval = REMOTE_TOOL_INTERVAL;
+            self.warn(
+                p,
+                format!(
+                    "tool probe {tool:?}: interval raised to {}, the least an http_sd entry may set",
+                    show(interval)
+                ),
+            );
+        }
+        let request_timeout = tp.request_timeout.unwrap_or(settings.request_timeout).0;
+        let max_request_timeout = tp
+            .max_request_timeout
+            .unwrap_or(settings.max_request_timeout)
+            .0;
+        if tp.interval.0.is_zero() {
+            self.error(
+                p,
+                format!("tool probe {tool:?}: interval must be greater than zero"),
+            );
+        }
+        if request_timeout > max_request_timeout {
+            self.error(
+                p,
+                format!(
+                    "tool probe {tool:?}: request_timeout ({}) is longer than max_request_timeout ({})",
+                    show(request_timeout),
+                    show(max_request_timeout)
+                ),
+            );
+        }
+        if max_request_timeout > interval {
+            self.warn(
+                p,
+                format!(
+                    "tool probe {tool:?}: max_request_timeout ({}) is longer than its interval ({}); overdue calls will be skipped",
+                    show(max_request_timeout),
+                    show(interval)
+                ),
+            );
+        }
+        ToolProbe {
+            tool: tool.clone(),
+            arguments: tp.arguments.clone(),
+            interval,
+            request_timeout,
+            max_request_timeout,
+        }
+    }
+
+    /// Report each key written that belongs to the other transport.
+    fn foreign_keys(&mut self, at: &[Seg], keys: &[(&str, bool)], applies_to: &str) {
+        for (name, present) in keys {
+            if *present {
+                self.error(
+                    &under(at, name),
+                    format!("`{name}` applies to {applies_to}"),
+                );
+            }
+        }
+    }
+
+    /// A stdio server: its command resolved against the config's folder,
+    /// arguments and environment expanded.
+    fn stdio_transport(&mut self, s: &ServerFile, at: &[Seg]) -> Option<TransportSpec> {
+        self.foreign_keys(
+            at,
+            &[
+                ("url", s.url.is_some()),
+                ("headers", !s.headers.is_empty()),
+                ("bearer_token_env", s.bearer_token_env.is_some()),
+                ("oauth2", s.oauth2.is_some()),
+            ],
+            "http servers, not stdio",
+        );
+        for (i, name) in s.inherit_env.iter().enumerate() {
+            let ok =
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok {
+                self.error(
+                    &item(at, "inherit_env", i),
+                    format!("{name:?} is not an environment variable name ([A-Za-z0-9_]+)"),
+                );
+            }
+        }
+        let Some(command) = s
+            .command
+            .as_deref()
+            .map(|c| self.expand(c, &under(at, "command")))
+        else {
+            self.error(at, format!("server {:?}: stdio needs `command`", s.id));
+            return None;
+        };
+        let base = self.base.clone();
+        let command = PathBuf::from(command);
+        let command = if command.is_relative() && command.components().count() > 1 {
+            base.join(command)
+        } else {
+            command
+        };
+        let args = s
+            .args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| self.expand(a, &item(at, "args", i)))
+            .collect();
+        let env = self.expand_values(&s.env, &under(at, "env"));
+        let cwd = s
+            .cwd
+            .as_deref()
+            .map(|c| base.join(self.expand(c, &under(at, "cwd"))));
+        Some(TransportSpec::Stdio {
+            command,
+            args,
+            env,
+            inherit_env: s.inherit_env.clone(),
+            cwd,
+        })
+    }
+
+    /// An HTTP server: an http(s) URL, headers, and at most one source of
+    /// credentials.
+    fn http_transport(&mut self, s: &ServerFile, at: &[Seg]) -> Option<TransportSpec> {
+        self.foreign_keys(
+            at,
+            &[
+                ("command", s.command.is_some()),
+                ("args", !s.args.is_empty()),
+                ("env", !s.env.is_empty()),
+                ("inherit_env", !s.inherit_env.is_empty()),
+                ("cwd", s.cwd.is_some()),
+            ],
+            "stdio servers, not http",
+        );
+        let Some(raw) = s.url.as_deref() else {
+            self.error(at, format!("server {:?}: http needs `url`", s.id));
+            return None;
+        };
+        let expanded = self.expand(raw, &under(at, "url"));
+        let url = match reqwest::Url::parse(&expanded) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") => u,
+            Ok(u) => {
+                self.error(
+                    &under(at, "url"),
+                    format!("url scheme {:?} is not http or https", u.scheme()),
+                );
+                return None;
+            }
+            Err(e) => {
+                // The raw text may hold an expanded secret: name only the written form.
+                self.error(&under(at, "url"), format!("invalid url {raw:?}: {e}"));
+                return None;
+            }
+        };
+        let headers = self.headers(&s.headers, &under(at, "headers"));
+        let bearer_token = s
+            .bearer_token_env
+            .as_deref()
+            .and_then(|var| self.env_secret(var, &under(at, "bearer_token_env")));
+        if s.oauth2.is_some() && s.bearer_token_env.is_some() {
+            self.error(
+                &under(at, "oauth2"),
+                "set `oauth2` or `bearer_token_env`, not both".to_owned(),
+            );
+        }
+        let oauth2 = s
+            .oauth2
+            .as_ref()
+            .and_then(|o| self.oauth2(o, &under(at, "oauth2")));
+        Some(TransportSpec::Http {
+            url,
+            headers,
+            bearer_token,
+            oauth2,
+        })
+    }
+
     /// An `oauth2:` block: the secret from exactly one place, an http(s)
     /// token URL, `${VAR}` expanded everywhere a secret may be written.
     pub(super) fn oauth2(
@@ -277,11 +289,7 @@ impl Validator<'_> {
         o: &super::raw::OAuth2File,
         at: &[Seg],
     ) -> Option<super::OAuth2Spec> {
-        let sub = |name: &str| {
-            let mut p = at.to_vec();
-            p.push(Seg::key(name));
-            p
-        };
+        let sub = |name: &str| under(at, name);
         let client_id = self.expand(&o.client_id, &sub("client_id"));
         let client_secret = match (&o.client_secret, &o.client_secret_file) {
             (Some(s), None) => self.expand(s, &sub("client_secret")),

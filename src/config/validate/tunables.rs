@@ -60,11 +60,7 @@ impl Validator<'_> {
 
     /// Range and consistency checks on tunables written at `at`.
     pub(super) fn check_tunables(&mut self, t: &TunablesFile, at: &[Seg]) {
-        let key = |name: &str| {
-            let mut p = at.to_vec();
-            p.push(Seg::key(name));
-            p
-        };
+        let key = |name: &str| under(at, name);
         let positive = [
             ("max_request_timeout", t.max_request_timeout),
             ("ping_interval", t.ping_interval),
@@ -130,105 +126,120 @@ impl Validator<'_> {
         who: &str,
         owns: &dyn Fn(&str) -> bool,
     ) {
-        let f = |d: Dur| humantime::format_duration(d.0).to_string();
-        let mut found: Vec<(bool, &str, &[&str], String)> = Vec::new();
-        if s.ping_timeout > s.ping_interval {
-            found.push((
-                true,
-                "ping_timeout",
-                &["ping_timeout", "ping_interval"],
-                format!(
-                    "ping_timeout ({}) is longer than ping_interval ({}): probes would overlap",
-                    f(s.ping_timeout),
-                    f(s.ping_interval)
-                ),
-            ));
-        }
-        if s.request_timeout > s.max_request_timeout {
-            found.push((
-                true,
-                "request_timeout",
-                &["request_timeout", "max_request_timeout"],
-                format!(
-                    "request_timeout ({}) is longer than max_request_timeout ({})",
-                    f(s.request_timeout),
-                    f(s.max_request_timeout)
-                ),
-            ));
-        }
-        if s.stuck_after <= s.ping_timeout {
-            found.push((
-                true,
-                "stuck_after",
-                &["stuck_after", "ping_timeout"],
-                format!(
-                    "stuck_after ({}) must be longer than ping_timeout ({}): every late answer would be judged stuck",
-                    f(s.stuck_after),
-                    f(s.ping_timeout)
-                ),
-            ));
-        } else if s.stuck_after.0 < s.ping_interval.0 * 3 {
-            found.push((
-                false,
-                "stuck_after",
-                &["stuck_after", "ping_interval"],
-                format!(
-                    "stuck_after ({}) allows fewer than 3 liveness probes ({} apart) before a server is judged stuck and restarted",
-                    f(s.stuck_after),
-                    f(s.ping_interval)
-                ),
-            ));
-        }
-        if let Some(idle) = s.session_idle_limit {
-            if s.ping_interval >= idle {
-                found.push((
-                    true,
-                    "ping_interval",
-                    &["ping_interval", "session_idle_limit"],
-                    format!(
-                        "ping_interval ({}) must be shorter than session_idle_limit ({}): the session would be cut between probes",
-                        f(s.ping_interval),
-                        f(idle)
-                    ),
-                ));
-            } else if s.ping_interval.0 * 5 > idle.0 * 4 {
-                found.push((
-                    false,
-                    "ping_interval",
-                    &["ping_interval", "session_idle_limit"],
-                    format!(
-                        "ping_interval ({}) is within 20% of session_idle_limit ({})",
-                        f(s.ping_interval),
-                        f(idle)
-                    ),
-                ));
-            }
-        }
-        if s.ping_timeout.0 < Duration::from_millis(100) {
-            found.push((
-                false,
-                "ping_timeout",
-                &["ping_timeout"],
-                format!(
-                    "ping_timeout ({}) is shorter than 100ms: scheduling noise alone will read as lateness",
-                    f(s.ping_timeout)
-                ),
-            ));
-        }
-        for (is_error, key, involved, message) in found {
-            if !involved.iter().any(|k| owns(k)) {
+        for c in timer_conflicts(s) {
+            // Point at the first key involved that was written here; a
+            // conflict among keys all written elsewhere is reported there.
+            let Some(written) = c.keys.iter().find(|k| owns(k)) else {
                 continue;
-            }
-            // Point at the key that was written here (the first one involved).
-            let written = involved.iter().find(|k| owns(k)).copied().unwrap_or(key);
-            let mut p = at.to_vec();
-            p.push(Seg::key(written));
-            let message = format!("{who}{message}");
-            if is_error {
-                self.error(&p, message);
-            } else {
-                self.warn(&p, message);
+            };
+            let p = under(at, written);
+            let message = format!("{who}{}", c.message);
+            match c.severity {
+                Severity::Error => self.error(&p, message),
+                Severity::Warning => self.warn(&p, message),
             }
         }
     }
+}
+
+/// Whether a conflict stops the config from loading.
+enum Severity {
+    Error,
+    Warning,
+}
+
+/// Timers that contradict each other, and the keys that take part.
+struct Conflict {
+    severity: Severity,
+    keys: &'static [&'static str],
+    message: String,
+}
+
+/// Every contradiction among resolved timers: a pure function of them.
+fn timer_conflicts(s: &Settings) -> Vec<Conflict> {
+    use Severity::{Error, Warning};
+    let f = |d: Dur| humantime::format_duration(d.0).to_string();
+    let conflict = |severity, keys, message| Conflict {
+        severity,
+        keys,
+        message,
+    };
+    let mut found = Vec::new();
+    if s.ping_timeout > s.ping_interval {
+        found.push(conflict(
+            Error,
+            &["ping_timeout", "ping_interval"],
+            format!(
+                "ping_timeout ({}) is longer than ping_interval ({}): probes would overlap",
+                f(s.ping_timeout),
+                f(s.ping_interval)
+            ),
+        ));
+    }
+    if s.request_timeout > s.max_request_timeout {
+        found.push(conflict(
+            Error,
+            &["request_timeout", "max_request_timeout"],
+            format!(
+                "request_timeout ({}) is longer than max_request_timeout ({})",
+                f(s.request_timeout),
+                f(s.max_request_timeout)
+            ),
+        ));
+    }
+    if s.stuck_after <= s.ping_timeout {
+        found.push(conflict(
+            Error,
+            &["stuck_after", "ping_timeout"],
+            format!(
+                "stuck_after ({}) must be longer than ping_timeout ({}): every late answer would be judged stuck",
+                f(s.stuck_after),
+                f(s.ping_timeout)
+            ),
+        ));
+    } else if s.stuck_after.0 < s.ping_interval.0 * 3 {
+        found.push(conflict(
+            Warning,
+            &["stuck_after", "ping_interval"],
+            format!(
+                "stuck_after ({}) allows fewer than 3 liveness probes ({} apart) before a server is judged stuck and restarted",
+                f(s.stuck_after),
+                f(s.ping_interval)
+            ),
+        ));
+    }
+    if let Some(idle) = s.session_idle_limit {
+        if s.ping_interval >= idle {
+            found.push(conflict(
+                Error,
+                &["ping_interval", "session_idle_limit"],
+                format!(
+                    "ping_interval ({}) must be shorter than session_idle_limit ({}): the session would be cut between probes",
+                    f(s.ping_interval),
+                    f(idle)
+                ),
+            ));
+        } else if s.ping_interval.0 * 5 > idle.0 * 4 {
+            found.push(conflict(
+                Warning,
+                &["ping_interval", "session_idle_limit"],
+                format!(
+                    "ping_interval ({}) is within 20% of session_idle_limit ({})",
+                    f(s.ping_interval),
+                    f(idle)
+                ),
+            ));
+        }
+    }
+    if s.ping_timeout.0 < Duration::from_millis(100) {
+        found.push(conflict(
+            Warning,
+            &["ping_timeout"],
+            format!(
+                "ping_timeout ({}) is shorter than 100ms: scheduling noise alone will read as lateness",
+                f(s.ping_timeout)
+            ),
+        ));
+    }
+    found
 }
