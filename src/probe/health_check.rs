@@ -27,6 +27,17 @@ pub struct HealthCheckSpec<'a> {
     pub max_fields: usize,
 }
 
+impl<'a> HealthCheckSpec<'a> {
+    /// The health check a server's settings ask for.
+    pub fn of(s: &'a crate::config::Settings) -> Self {
+        HealthCheckSpec {
+            tool: &s.health_check_tool,
+            arguments: &s.health_check_arguments,
+            max_fields: s.health_check_max_fields,
+        }
+    }
+}
+
 /// Call the health tool under `deadline` and read its answer.
 pub async fn run(
     session: &dyn Session,

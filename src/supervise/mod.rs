@@ -1,10 +1,12 @@
 //! Supervision: one task per server that opens its session and schedules
-//! its probes ([`server`]), and the running set, to which a new desired
-//! set of servers is applied as a diff ([`reconcile`]).
+//! its probes ([`server`], on the clocks of [`schedule`]), and the running
+//! set, to which a new desired set of servers is applied as a diff
+//! ([`reconcile`]).
 //!
 //! Supervisors talk to the state owner only through its messages.
 
 pub mod reconcile;
+mod schedule;
 pub mod server;
 #[cfg(test)]
 mod tests;

@@ -13,68 +13,24 @@ use std::time::Duration;
 
 use backon::BackoffBuilder;
 use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use tokio::sync::{mpsc, watch};
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug};
 
-use crate::config::ServerSpec;
+use super::schedule::{Clocks, InFlight, Running, ToolProbes, relist_after};
+use crate::config::{ServerSpec, TransportSpec};
 use crate::probe::health_check::HealthCheckSpec;
 use crate::probe::{self, FailureReason, ProbeKind, ProbeOutcome};
 use crate::state::verdict::Reason;
 use crate::state::{Msg, Observation};
-use crate::transport::budget::BUDGET;
-use crate::transport::{BoxFuture, Connector, Era, LinkFailure, Session};
+use crate::transport::tools::ToolSurface;
+use crate::transport::{
+    BoxFuture, Connector, Credentials, Era, LinkFailure, RequestError, Session,
+};
 
 /// How long each step of closing a session may take.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
-
-type Running<'a> = BoxFuture<'a, ProbeOutcome>;
-
-/// The liveness probe in flight. Past `late_at` it is reported late, but
-/// kept: its answer, whenever it comes, is still evidence.
-struct InFlight<'a> {
-    fut: Running<'a>,
-    late_at: Instant,
-    late: bool,
-}
-
-/// Schedules of the synthetic tool probes, one call in flight per probe.
-struct ToolProbes<'a> {
-    due: Vec<Instant>,
-    interval: Vec<Duration>,
-    in_flight: Vec<bool>,
-    calls: FuturesUnordered<BoxFuture<'a, (usize, ProbeOutcome)>>,
-}
-
-impl ToolProbes<'_> {
-    fn new(probes: &[crate::config::ToolProbe]) -> Self {
-        let now = Instant::now();
-        ToolProbes {
-            due: vec![now; probes.len()],
-            interval: probes.iter().map(|p| p.interval).collect(),
-            in_flight: vec![false; probes.len()],
-            calls: FuturesUnordered::new(),
-        }
-    }
-
-    fn next_due(&self) -> Option<Instant> {
-        self.due.iter().min().copied()
-    }
-
-    /// Probes due at `now`, each rescheduled one interval later.
-    fn due(&mut self, now: Instant) -> Vec<usize> {
-        let mut out = Vec::new();
-        for (i, due) in self.due.iter_mut().enumerate() {
-            if *due <= now {
-                out.push(i);
-                *due = now + self.interval[i];
-            }
-        }
-        out
-    }
-}
 
 /// Why a probe loop ended.
 enum End {
@@ -228,43 +184,16 @@ impl Supervisor {
         let spec = self.spec.clone();
         let s = &spec.settings;
         let live_kind = probe::liveness::kind(session.era());
-        // The first liveness probe goes at once: the session's first verdict
-        // waits for it (the handshake is no liveness answer). Later ones
-        // come every ping_interval, jittered (see `jittered`).
-        let ping_due = tokio::time::sleep_until(Instant::now());
-        tokio::pin!(ping_due);
-        let mut pings: u64 = 0;
-        let mut hc_tick = tokio::time::interval(s.health_check_interval.0);
-        hc_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        // The session's opening listed the tools; list again when that
-        // listing goes stale.
-        let tools_due = tokio::time::sleep(relist);
-        tokio::pin!(tools_due);
-        let mut listing: Option<BoxFuture<'_, _>> = None;
-        // A server's `list_changed` asks for a listing, but no sooner than
-        // the budget allows after the last one: a storm of them is one
-        // listing now and then, not a listing each.
-        let mut listed_at = Instant::now();
-        // /proc and progress are read at least once a second while they
-        // matter: "stopped", "busy" and "stuck" must not wait for a ping.
-        let mut evidence_tick =
-            tokio::time::interval(s.ping_interval.0.min(Duration::from_secs(1)));
-        evidence_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let hc_spec = HealthCheckSpec {
-            tool: &s.health_check_tool,
-            arguments: &s.health_check_arguments,
-            max_fields: s.health_check_max_fields,
-        };
+        let mut clock = Clocks::new(s, relist);
+        let hc_spec = HealthCheckSpec::of(s);
         let mut ping: Option<InFlight<'_>> = None;
         let mut hc: Option<Running<'_>> = None;
+        let mut listing: Option<BoxFuture<'_, _>> = None;
         let mut tools = ToolProbes::new(&spec.tool_probes);
         let mut gone = session.gone();
-        let stdio = session.process().is_some();
-        // Until when the server asked not to be called (Retry-After).
-        let mut hold_until: Option<Instant> = None;
         let mut credentials = None;
-        // The futures that outlive a turn of the loop are made once: each
-        // one made afresh registers and unregisters a waiter, twice a ping.
+        // The futures that outlive a turn of the loop are made once, like
+        // the clocks.
         let cancel = self.cancel.clone();
         let cancelled = cancel.cancelled();
         tokio::pin!(cancelled);
@@ -272,163 +201,206 @@ impl Supervisor {
         tokio::pin!(stuck);
         let mut tools_changed = session.tools_changed();
         loop {
-            let now_credentials = session.credentials();
-            if now_credentials != credentials {
-                credentials = now_credentials;
-                self.send(Observation::Credentials(credentials)).await;
-            }
-            let held = hold_until.is_some_and(|h| Instant::now() < h);
+            self.credentials(session, &mut credentials).await;
+            let held = clock.held();
             let late_at = ping.as_ref().filter(|p| !p.late).map(|p| p.late_at);
             let tool_due = tools.next_due();
-            // Progress, silence and a child's CPU only matter while a
-            // request is outstanding: an idle server, stdio or HTTP, costs
-            // no wake-ups between probes. (A late ping samples on the spot;
-            // a child's gauges are refreshed with every answer.)
-            let watching =
-                ping.as_ref().is_some_and(|p| p.late) || hc.is_some() || !tools.calls.is_empty();
+            let watching = watching(ping.as_ref(), hc.is_some(), &tools);
             tokio::select! {
                 _ = &mut cancelled => return End::Shutdown,
                 exit = &mut gone => return End::Lost(Reason::from(session.death()), exit),
-                judged = &mut stuck => {
-                    // The owner outlives every supervisor; gone means shutdown.
-                    if !judged {
-                        return End::Shutdown;
+                judged = &mut stuck => return stuck_end(judged, s),
+                _ = clock.evidence.tick(), if watching => {
+                    if let Some(end) = self.watch(session).await {
+                        return end;
                     }
-                    return End::Lost(Reason::Stuck, format!("no answer or sign of life for {:?}", s.stuck_after.0));
                 }
-                _ = evidence_tick.tick(), if watching => {
-                    if let Some(v) = session.violation() {
-                        return End::Lost(Reason::from(v), "the server broke the session's limits".to_owned());
-                    }
-                    self.evidence(session).await;
-                }
-                _ = &mut ping_due => {
-                    pings += 1;
-                    ping_due
-                        .as_mut()
-                        .reset(Instant::now() + jittered(s.ping_interval.0, &spec.id, pings));
-                    if ping.is_some() || held {
-                        // Never pile pings up: the one in flight is still
-                        // evidence, and one more interval without its answer
-                        // is one more judgement.
-                        self.send(Observation::Skipped(live_kind)).await;
-                    } else {
-                        self.send(Observation::Sent(live_kind)).await;
-                        // The request may stay in flight past `stuck_after`:
-                        // the owner judges stuck from silence, and the answer
-                        // must never race that judgement.
-                        ping = Some(InFlight {
-                            fut: Box::pin(probe::liveness::run(session, s.stuck_after.0 * 2)),
-                            late_at: Instant::now() + s.ping_timeout.0,
-                            late: false,
-                        });
+                _ = &mut clock.ping_due => {
+                    clock.next_ping(s.ping_interval.0, &spec.id);
+                    // Never pile pings up: the one in flight is still
+                    // evidence, and one more interval without its answer
+                    // is one more judgement.
+                    if self.may_send(live_kind, ping.is_some() || held).await {
+                        ping = Some(InFlight::start(session, s));
                     }
                 }
                 _ = async { tokio::time::sleep_until(late_at.expect("guarded")).await }, if late_at.is_some() => {
                     if let Some(p) = ping.as_mut() {
                         p.late = true;
                     }
-                    // Fresh evidence first: is it working or gone quiet?
-                    self.evidence(session).await;
-                    self.send(Observation::Late(live_kind, s.ping_timeout.0)).await;
+                    self.late(session, live_kind).await;
                 }
                 outcome = async { (&mut ping.as_mut().expect("guarded").fut).await }, if ping.is_some() => {
                     let was_late = ping.take().is_some_and(|p| p.late);
-                    if stdio {
-                        // The child's CPU and memory, at the ping's pace.
-                        self.evidence(session).await;
-                    }
-                    let lost = outcome.link_lost().then(|| refusal(&outcome));
-                    if let Some(wait) = hold_for(&outcome) {
-                        hold_until = Some(Instant::now() + wait);
-                    }
-                    let detail = failure_detail(&outcome);
-                    self.send(Observation::Probe { outcome, was_late }).await;
-                    if let Some(refused) = lost {
-                        return link_lost(session, detail, refused).await;
+                    if let Some(end) = self.ping_answered(session, outcome, was_late, &mut clock).await {
+                        return end;
                     }
                 }
-                _ = &mut tools_due, if listing.is_none() => {
-                    listed_at = Instant::now();
-                    listing = Some(session.list_tools(s.request_timeout.0));
+                _ = &mut clock.tools_due, if listing.is_none() => {
+                    listing = Some(clock.list(session, s.request_timeout.0));
                 }
                 _ = &mut tools_changed, if listing.is_none() => {
                     tools_changed = session.tools_changed();
-                    let soonest = listed_at + BUDGET.relist_every;
-                    if Instant::now() >= soonest {
-                        listed_at = Instant::now();
-                        listing = Some(session.list_tools(s.request_timeout.0));
-                    } else if tools_due.deadline() > soonest {
-                        tools_due.as_mut().reset(soonest);
+                    if clock.may_relist() {
+                        listing = Some(clock.list(session, s.request_timeout.0));
                     }
                 }
                 listed = async { listing.as_mut().expect("guarded").await }, if listing.is_some() => {
                     listing = None;
-                    match listed {
-                        Ok(tools) => {
-                            let relist = jittered(relist_after(tools.ttl, s), &spec.id, pings);
-                            tools_due.as_mut().reset(Instant::now() + relist);
-                            has_health = tools.names().any(|n| n == s.health_check_tool);
-                            self.send(Observation::Tools { tools, health_check: has_health }).await;
-                        }
-                        // Liveness judges the session; a failed listing is only not news.
-                        Err(e) => {
-                            tools_due.as_mut().reset(Instant::now() + s.tools_interval.0);
-                            debug!(error = %e, "tools/list failed");
-                        }
-                    }
+                    has_health = self.listed(listed, &mut clock).await.unwrap_or(has_health);
                 }
-                _ = hc_tick.tick(), if has_health => {
-                    if hc.is_some() || held {
-                        self.send(Observation::Skipped(ProbeKind::HealthCheck)).await;
-                    } else {
-                        self.send(Observation::Sent(ProbeKind::HealthCheck)).await;
+                _ = clock.health_check.tick(), if has_health => {
+                    if self.may_send(ProbeKind::HealthCheck, hc.is_some() || held).await {
                         hc = Some(Box::pin(probe::health_check::run(session, &hc_spec, s.health_check_timeout.0)));
                     }
                 }
                 outcome = async { hc.as_mut().expect("guarded").await }, if hc.is_some() => {
                     hc = None;
-                    let lost = outcome.link_lost().then(|| refusal(&outcome));
-                    if let Some(wait) = hold_for(&outcome) {
-                        hold_until = Some(Instant::now() + wait);
-                    }
-                    let detail = failure_detail(&outcome);
-                    self.send(Observation::Probe { outcome, was_late: false }).await;
-                    if let Some(refused) = lost {
-                        return link_lost(session, format!("health_check: {detail}"), refused).await;
+                    if let Some(end) = self.answered(session, outcome, false, Some("health_check"), &mut clock).await {
+                        return end;
                     }
                 }
                 _ = async { tokio::time::sleep_until(tool_due.expect("guarded")).await }, if tool_due.is_some() => {
-                    for i in tools.due(Instant::now()) {
-                        if tools.in_flight[i] || held {
-                            self.send(Observation::Skipped(ProbeKind::Tool)).await;
-                            continue;
-                        }
-                        self.send(Observation::Sent(ProbeKind::Tool)).await;
-                        tools.in_flight[i] = true;
-                        let p = &spec.tool_probes[i];
-                        tools.calls.push(Box::pin(async move {
-                            (i, probe::tool::run(session, p, p.request_timeout).await)
-                        }));
+                    for started in tools.start_due(session, &spec.tool_probes, held) {
+                        self.send(started).await;
                     }
                 }
                 Some((i, outcome)) = tools.calls.next(), if !tools.calls.is_empty() => {
-                    tools.in_flight[i] = false;
-                    let lost = outcome.link_lost().then(|| refusal(&outcome));
-                    if let Some(wait) = hold_for(&outcome) {
-                        hold_until = Some(Instant::now() + wait);
-                    }
-                    let detail = failure_detail(&outcome);
-                    if outcome.result.is_err() {
-                        tracing::info!(tool = %spec.tool_probes[i].tool, took_ms = outcome.duration.as_millis() as u64, error = %spec.scrubber.scrub(&detail), "tool probe failed");
-                    }
-                    self.send(Observation::Probe { outcome, was_late: false }).await;
-                    if let Some(refused) = lost {
-                        return link_lost(session, format!("tool {}: {detail}", spec.tool_probes[i].tool), refused).await;
+                    tools.answered(i);
+                    if let Some(end) = self.tool_answered(session, i, outcome, &mut clock).await {
+                        return end;
                     }
                 }
             }
         }
+    }
+
+    /// A probe answered: hold off when it asked to, report it, and end the
+    /// session when the answer says the link is lost. `what` names the
+    /// probe in the detail (the liveness probe goes unnamed).
+    async fn answered(
+        &mut self,
+        session: &dyn Session,
+        outcome: ProbeOutcome,
+        was_late: bool,
+        what: Option<&str>,
+        clock: &mut Clocks,
+    ) -> Option<End> {
+        let lost = outcome.link_lost().then(|| refusal(&outcome));
+        clock.hold(&outcome);
+        let detail = match (&outcome.result, what) {
+            (Ok(_), _) => String::new(),
+            (Err(f), None) => f.detail.clone(),
+            (Err(f), Some(what)) => format!("{what}: {}", f.detail),
+        };
+        self.send(Observation::Probe { outcome, was_late }).await;
+        let refused = lost?;
+        Some(link_lost(session, detail, refused).await)
+    }
+
+    /// Report a credentials change (an OAuth token refreshed or lost).
+    async fn credentials(&self, session: &dyn Session, last: &mut Option<Credentials>) {
+        let now = session.credentials();
+        if now != *last {
+            *last = now;
+            self.send(Observation::Credentials(now)).await;
+        }
+    }
+
+    /// A probe of `kind` is due: report it skipped when `busy` (its last
+    /// one still running, or the server asked to wait), else sent; whether
+    /// to send it.
+    async fn may_send(&self, kind: ProbeKind, busy: bool) -> bool {
+        let event = if busy {
+            Observation::Skipped(kind)
+        } else {
+            Observation::Sent(kind)
+        };
+        self.send(event).await;
+        !busy
+    }
+
+    /// The liveness probe is late. Fresh evidence first: is the server
+    /// working or gone quiet?
+    async fn late(&self, session: &dyn Session, kind: ProbeKind) {
+        self.evidence(session).await;
+        let timeout = self.spec.settings.ping_timeout.0;
+        self.send(Observation::Late(kind, timeout)).await;
+    }
+
+    /// A listing finished: report the tools and schedule the next one.
+    /// Whether the health-check tool is among them, or `None` when the
+    /// listing failed (liveness judges the session; a failed listing is
+    /// only not news).
+    async fn listed(
+        &self,
+        listed: Result<ToolSurface, RequestError>,
+        clock: &mut Clocks,
+    ) -> Option<bool> {
+        let s = &self.spec.settings;
+        match listed {
+            Ok(tools) => {
+                clock.relist(relist_after(tools.ttl, s), &self.spec.id);
+                let health_check = tools.names().any(|n| n == s.health_check_tool);
+                self.send(Observation::Tools {
+                    tools,
+                    health_check,
+                })
+                .await;
+                Some(health_check)
+            }
+            Err(e) => {
+                clock.relist(s.tools_interval.0, &self.spec.id);
+                debug!(error = %e, "tools/list failed");
+                None
+            }
+        }
+    }
+
+    /// The liveness probe answered. A child's CPU and memory are read at
+    /// the ping's pace.
+    async fn ping_answered(
+        &mut self,
+        session: &dyn Session,
+        outcome: ProbeOutcome,
+        was_late: bool,
+        clock: &mut Clocks,
+    ) -> Option<End> {
+        if matches!(self.spec.transport, TransportSpec::Stdio { .. }) {
+            self.evidence(session).await;
+        }
+        self.answered(session, outcome, was_late, None, clock).await
+    }
+
+    /// Tool probe `i` answered; a failure is logged with the tool's name.
+    async fn tool_answered(
+        &mut self,
+        session: &dyn Session,
+        i: usize,
+        outcome: ProbeOutcome,
+        clock: &mut Clocks,
+    ) -> Option<End> {
+        let spec = self.spec.clone();
+        let tool = &spec.tool_probes[i].tool;
+        if let Err(f) = &outcome.result {
+            let took_ms = outcome.duration.as_millis() as u64;
+            let error = spec.scrubber.scrub(&f.detail);
+            tracing::info!(tool = %tool, took_ms, error = %error, "tool probe failed");
+        }
+        let what = format!("tool {tool}");
+        self.answered(session, outcome, false, Some(&what), clock)
+            .await
+    }
+
+    /// While a probe is outstanding: end the session if the server broke
+    /// its limits, else read the evidence that is not an answer.
+    async fn watch(&self, session: &dyn Session) -> Option<End> {
+        if let Some(v) = session.violation() {
+            let detail = "the server broke the session's limits".to_owned();
+            return Some(End::Lost(Reason::from(v), detail));
+        }
+        self.evidence(session).await;
+        None
     }
 
     /// Report the process tree and progress, the evidence that is not an answer.
@@ -443,6 +415,24 @@ impl Supervisor {
         // The owner outlives every supervisor; a closed channel means shutdown.
         let _ = self.state.send(Msg::Server(self.id.clone(), event)).await;
     }
+}
+
+/// Whether evidence is read between probes. Progress, silence and a
+/// child's CPU only matter while a request is outstanding: an idle server,
+/// stdio or HTTP, costs no wake-ups between probes. (A late ping samples on
+/// the spot; a child's gauges are refreshed with every answer.)
+fn watching(ping: Option<&InFlight<'_>>, health_check: bool, tools: &ToolProbes<'_>) -> bool {
+    ping.is_some_and(|p| p.late) || health_check || tools.busy()
+}
+
+/// How the loop ends when the stuck signal resolves: `judged` the session
+/// stuck, or (the owner gone) shutdown.
+fn stuck_end(judged: bool, s: &crate::config::Settings) -> End {
+    if !judged {
+        return End::Shutdown;
+    }
+    let detail = format!("no answer or sign of life for {:?}", s.stuck_after.0);
+    End::Lost(Reason::Stuck, detail)
 }
 
 /// Resolves `true` when the owner judges session `number` stuck, `false`
@@ -463,35 +453,6 @@ async fn stuck_signal(mut rx: tokio::sync::watch::Receiver<u64>, number: u64) ->
 /// stderr: «…»").
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 
-/// A probe saw the link die.
-/// When to list the tools again: when the server says the listing goes
-/// stale (`ttlMs`, 2026-07-28), no sooner than a ping interval (at least a
-/// second) and no later than an hour; without one, every `tools_interval`.
-pub(super) fn relist_after(ttl: Option<Duration>, s: &crate::config::Settings) -> Duration {
-    match ttl {
-        Some(ttl) => ttl.clamp(
-            s.ping_interval.0.max(Duration::from_secs(1)),
-            Duration::from_secs(3600).max(s.ping_interval.0),
-        ),
-        None => s.tools_interval.0,
-    }
-}
-
-/// Longest wait a `Retry-After` can impose: a server asking for an hour is
-/// still checked every minute.
-pub const MAX_HOLD: Duration = Duration::from_secs(60);
-
-/// How long to send nothing after a throttled probe: what the server asked
-/// for, at most [`MAX_HOLD`]. (The owner does not count that silence
-/// towards `stuck_after`.)
-fn hold_for(o: &ProbeOutcome) -> Option<Duration> {
-    let f = o.result.as_ref().err()?;
-    if f.reason != FailureReason::Throttled {
-        return None;
-    }
-    Some(f.retry_after?.min(MAX_HOLD))
-}
-
 /// The verdict reason of a probe refused for its credentials: the session
 /// ends on it, and the refusal (not the transport) is why.
 fn refusal(o: &ProbeOutcome) -> Option<Reason> {
@@ -502,6 +463,8 @@ fn refusal(o: &ProbeOutcome) -> Option<Reason> {
     }
 }
 
+/// A probe saw the link die: why, in the words of the process's exit
+/// when it exited (waiting a moment for it), else of the transport.
 async fn link_lost(session: &dyn Session, detail: String, refused: Option<Reason>) -> End {
     if let Some(reason) = refused {
         return End::Lost(reason, detail);
@@ -513,25 +476,4 @@ async fn link_lost(session: &dyn Session, detail: String, refused: Option<Reason
         return End::Lost(Reason::Exited, exit);
     }
     End::Lost(Reason::from(death), detail)
-}
-
-fn failure_detail(o: &ProbeOutcome) -> String {
-    match &o.result {
-        Err(f) => f.detail.clone(),
-        Ok(_) => String::new(),
-    }
-}
-
-/// `period`, give or take a tenth, different for each server and each
-/// turn `n` (and the same for the same ones, so runs repeat). The 2026-07-28
-/// caching rules ask a client that polls for jitter; without it a fleet
-/// opened together, or reconnected together after an outage, stays in step
-/// and pings in the same millisecond ever after.
-pub(super) fn jittered(period: Duration, id: &str, n: u64) -> Duration {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (id, n).hash(&mut h);
-    // A fraction in [0, 1) from the hash's top 24 bits.
-    let fraction = (h.finish() >> 40) as f64 / f64::from(1u32 << 24);
-    period.mul_f64(0.9 + 0.2 * fraction)
 }

@@ -421,7 +421,7 @@ async fn the_busy_stuck_dead_matrix() {
 
 #[test]
 fn tools_are_listed_again_when_the_server_says_they_go_stale() {
-    use super::server::relist_after;
+    use super::schedule::relist_after;
     let mut s = crate::config::Settings::default();
     s.ping_interval.0 = Duration::from_secs(10);
     assert_eq!(relist_after(None, &s), s.tools_interval.0);
