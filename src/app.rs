@@ -87,6 +87,15 @@ pub struct Options {
     pub handshakes: Option<usize>,
 }
 
+impl Options {
+    /// Where the exposition is served.
+    fn telemetry_path(&self) -> String {
+        self.telemetry_path
+            .clone()
+            .unwrap_or_else(|| "/metrics".to_owned())
+    }
+}
+
 /// Run mcpmon on `listener` until `shutdown` resolves, then close every
 /// session and return.
 pub async fn run(
@@ -111,45 +120,33 @@ pub async fn run_with(
     let cancel = CancellationToken::new();
     let (fleet_tx, fleet_rx) = mpsc::channel(4096);
     let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
-    // Ready once every server was judged, or after the slowest first verdict could take.
     let shard = options.shard;
-    let grace = config
-        .servers
-        .iter()
-        .filter(|s| shard.owns(&s.id))
-        .map(|s| s.settings.connect_timeout.0 + s.settings.ping_timeout.0)
-        .max()
-        .unwrap_or_default()
-        + Duration::from_secs(1);
+    let owned = config.servers.iter().filter(|s| shard.owns(&s.id));
     let fleet_task = tokio::spawn(state::owner::run(
         fleet_rx,
         snap_tx,
         config.fleet.clone(),
-        config.servers.iter().filter(|s| shard.owns(&s.id)).count(),
-        grace,
+        owned.clone().count(),
+        first_verdicts_within(owned),
         cancel.child_token(),
     ));
-    let supervisors = Supervisors::new(http, fleet_tx.clone(), cancel.child_token())
-        .with_handshakes(
-            options
-                .handshakes
-                .unwrap_or_else(supervise::default_handshakes),
-        );
+    let handshakes = options
+        .handshakes
+        .unwrap_or_else(supervise::default_handshakes);
+    let supervisors =
+        Supervisors::new(http, fleet_tx.clone(), cancel.child_token()).with_handshakes(handshakes);
     let (sd_tx, mut sd_rx) = mpsc::channel::<discovery::Update>(64);
     let path = config.path.clone();
-    // Discovered entries may not aim mcpmon at itself.
-    let own_addresses = std::iter::once(&listener)
-        .chain(&options.extra_listeners)
-        .filter_map(|l| l.local_addr().ok())
-        .collect();
+    let own_addresses = own_addresses(&listener, &options.extra_listeners);
     metrics.set_shard(shard.index, shard.count);
+    let (sd_cancel, fleet_sender) = (cancel.child_token(), fleet_tx.clone());
     let mut fleet = Fleet::start(
         config,
         supervisors,
         shard,
-        fleet_tx.clone(),
+        fleet_sender,
         sd_tx,
-        cancel.child_token(),
+        sd_cancel,
         own_addresses,
     )
     .await;
@@ -160,118 +157,200 @@ pub async fn run_with(
         shard.count = shard.count,
         "monitoring started"
     );
-
-    let (reload_tx, mut reload_rx) = mpsc::channel::<ReloadRequest>(8);
-    let app = api::router(api::ApiState {
+    let (reload_tx, reload_rx) = mpsc::channel::<ReloadRequest>(8);
+    let api = api::ApiState {
         fleet: snap_rx,
         metrics: metrics.clone(),
-        reload: options.enable_lifecycle.then(|| reload_tx.clone()),
+        reload: options.enable_lifecycle.then_some(reload_tx),
         renders: Default::default(),
-        telemetry_path: options
-            .telemetry_path
-            .clone()
-            .unwrap_or_else(|| "/metrics".to_owned()),
+        telemetry_path: options.telemetry_path(),
         shard,
-    });
-    let app = options.web.protect(app);
-    let web_cancel = cancel.clone();
-    let mut extra_web = tokio::task::JoinSet::new();
-    for extra in std::mem::take(&mut options.extra_listeners) {
-        let (server, app, cancel) = (options.web.clone(), app.clone(), cancel.clone());
-        extra_web.spawn(async move {
-            if let Err(e) = server.serve(extra, app, cancel).await {
-                tracing::error!(error = %e, "web server stopped");
-            }
-        });
-    }
-    let server = options.web.clone();
-    let mut web = tokio::spawn(async move { server.serve(listener, app, web_cancel).await });
-
-    let mut seen_hash = std::fs::read(&path)
-        .ok()
-        .map(|b| config::watch::fingerprint(&b));
-    let mut pending: Option<u64> = None;
-    let mut auto = options.auto_reload.map(|every| {
-        let mut t = tokio::time::interval(every);
-        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        t
-    });
-    let mut external = options.reload.take();
+    };
+    let mut web = WebTasks::start(listener, &mut options, api, &cancel);
+    let mut triggers = Triggers::new(&path, reload_rx, &mut options);
     tokio::pin!(shutdown);
     loop {
-        let request = tokio::select! {
+        let (request, bytes) = tokio::select! {
             _ = &mut shutdown => {
                 tracing::info!("shutting down");
                 break;
             }
-            r = &mut web => {
+            r = &mut web.main => {
                 cancel.cancel();
                 fleet.supervisors.stop_all(SHUTDOWN_DEADLINE).await;
-                return match r {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(RunError::Serve(e)),
-                    Err(e) => Err(RunError::Serve(std::io::Error::other(e))),
-                };
+                return served(r);
             }
             Some(update) = sd_rx.recv() => {
-                // Take every refresh already waiting as one change.
-                let mut updates = vec![update];
-                while let Ok(u) = sd_rx.try_recv() {
-                    updates.push(u);
-                }
-                fleet.discovered(updates).await;
+                fleet.discovered(waiting(update, &mut sd_rx)).await;
                 continue;
             }
-            Some(req) = reload_rx.recv() => (req, None),
-            Some(req) = async { external.as_mut()?.recv().await }, if external.is_some() => (req, None),
-            _ = async { auto.as_mut()?.tick().await; Some(()) }, if auto.is_some() => {
-                let Ok(bytes) = std::fs::read(&path) else { continue };
-                if config::watch::step(seen_hash, &mut pending, config::watch::fingerprint(&bytes)) != config::watch::Watch::Apply {
-                    continue;
-                }
-                tracing::info!(config = %path.display(), "config file changed");
-                (ReloadRequest { reply: None }, Some(bytes))
-            }
+            // (A poll that found nothing must not disable this branch.)
+            trigger = triggers.next() => match trigger {
+                Some(trigger) => trigger,
+                None => continue,
+            },
         };
-        let (request, bytes) = request;
-        if bytes.is_none() {
-            // An explicit reload (SIGHUP, /-/reload) covers the web config
-            // too; its file changes are also noticed by the web server itself.
-            reload_web(&options.web).await;
-        }
-        let bytes = match bytes {
-            Some(b) => Ok(b),
-            None => std::fs::read(&path),
-        };
-        // The hash is of exactly the bytes parsed: an edit landing after the
-        // read is a change still to come, never one taken as applied.
-        seen_hash = bytes
-            .as_ref()
-            .ok()
-            .map(|b| config::watch::fingerprint(b))
-            .or(seen_hash);
+        let bytes = triggers.bytes(bytes, &options.web).await;
         let outcome = reload(&path, bytes, &mut fleet, &fleet_tx, &metrics).await;
         if let Some(reply) = request.reply {
             let _ = reply.send(outcome);
         }
     }
-
     // Stop probing and close every session, within a deadline.
-    fleet
-        .supervisors
-        .stop_all(SHUTDOWN_DEADLINE.max(CLOSE_GRACE * 4))
-        .await;
+    let deadline = SHUTDOWN_DEADLINE.max(CLOSE_GRACE * 4);
+    fleet.supervisors.stop_all(deadline).await;
     cancel.cancel();
     let _ = fleet_task.await;
-    let all_web = async {
-        let _ = web.await;
-        while extra_web.join_next().await.is_some() {}
-    };
-    if tokio::time::timeout(CLOSE_GRACE, all_web).await.is_err() {
-        tracing::warn!("web server did not stop in time");
-    }
+    web.stopped().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The addresses mcpmon serves on: discovered entries may not aim mcpmon at
+/// itself.
+fn own_addresses(main: &TcpListener, extra: &[TcpListener]) -> Vec<std::net::SocketAddr> {
+    std::iter::once(main)
+        .chain(extra)
+        .filter_map(|l| l.local_addr().ok())
+        .collect()
+}
+
+/// `first` and every update already waiting behind it, taken as one change.
+fn waiting(
+    first: discovery::Update,
+    rx: &mut mpsc::Receiver<discovery::Update>,
+) -> Vec<discovery::Update> {
+    let mut updates = vec![first];
+    while let Ok(u) = rx.try_recv() {
+        updates.push(u);
+    }
+    updates
+}
+
+/// Readiness waits for every server's first verdict, or for as long as the
+/// slowest of them could take.
+fn first_verdicts_within<'a>(servers: impl Iterator<Item = &'a config::ServerSpec>) -> Duration {
+    let slowest = servers
+        .map(|s| s.settings.connect_timeout.0 + s.settings.ping_timeout.0)
+        .max()
+        .unwrap_or_default();
+    slowest + Duration::from_secs(1)
+}
+
+/// How the main web server ended, as the run's result.
+fn served(r: Result<std::io::Result<()>, tokio::task::JoinError>) -> Result<(), RunError> {
+    match r {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(RunError::Serve(e)),
+        Err(e) => Err(RunError::Serve(std::io::Error::other(e))),
+    }
+}
+
+/// The web servers: the main listener's, whose end ends the run, and the
+/// extra listeners'.
+struct WebTasks {
+    main: tokio::task::JoinHandle<std::io::Result<()>>,
+    extra: tokio::task::JoinSet<()>,
+}
+
+impl WebTasks {
+    fn start(
+        listener: TcpListener,
+        options: &mut Options,
+        state: api::ApiState,
+        cancel: &CancellationToken,
+    ) -> Self {
+        let app = options.web.protect(api::router(state));
+        let mut extra = tokio::task::JoinSet::new();
+        for l in std::mem::take(&mut options.extra_listeners) {
+            let (server, app, cancel) = (options.web.clone(), app.clone(), cancel.clone());
+            extra.spawn(async move {
+                if let Err(e) = server.serve(l, app, cancel).await {
+                    tracing::error!(error = %e, "web server stopped");
+                }
+            });
+        }
+        let (server, cancel) = (options.web.clone(), cancel.clone());
+        let main = tokio::spawn(async move { server.serve(listener, app, cancel).await });
+        WebTasks { main, extra }
+    }
+
+    /// Wait (a little) for every web server to finish its answers.
+    async fn stopped(mut self) {
+        let all = async {
+            let _ = (&mut self.main).await;
+            while self.extra.join_next().await.is_some() {}
+        };
+        if tokio::time::timeout(CLOSE_GRACE, all).await.is_err() {
+            tracing::warn!("web server did not stop in time");
+        }
+    }
+}
+
+/// What asks for a reload: `POST /-/reload`, SIGHUP, and the file's own
+/// changes when `--config.auto-reload` is set.
+struct Triggers {
+    api: mpsc::Receiver<ReloadRequest>,
+    external: Option<mpsc::Receiver<ReloadRequest>>,
+    auto: Option<tokio::time::Interval>,
+    file: config::watch::FileWatch,
+}
+
+impl Triggers {
+    fn new(
+        path: &std::path::Path,
+        api: mpsc::Receiver<ReloadRequest>,
+        options: &mut Options,
+    ) -> Self {
+        let auto = options.auto_reload.map(|every| {
+            let mut t = tokio::time::interval(every);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            t
+        });
+        Triggers {
+            api,
+            external: options.reload.take(),
+            auto,
+            file: config::watch::FileWatch::new(path),
+        }
+    }
+
+    /// The next reload asked for, with the file's bytes when its own change
+    /// asked (else it is read then); `None` when a poll found nothing to
+    /// apply. Cancel-safe: each branch is.
+    async fn next(&mut self) -> Option<(ReloadRequest, Option<Vec<u8>>)> {
+        tokio::select! {
+            Some(req) = self.api.recv() => Some((req, None)),
+            Some(req) = async { self.external.as_mut()?.recv().await }, if self.external.is_some() => Some((req, None)),
+            Some(()) = async { self.auto.as_mut()?.tick().await; Some(()) }, if self.auto.is_some() => {
+                let bytes = self.file.poll()?;
+                tracing::info!(config = %self.file.path().display(), "config file changed");
+                Some((ReloadRequest { reply: None }, Some(bytes)))
+            }
+            // Nothing left that could ask (no lifecycle API, no SIGHUP, no
+            // watch): never resolve, rather than end the select.
+            else => std::future::pending().await,
+        }
+    }
+
+    /// The bytes to parse: those a file change brought, or the file read
+    /// now. An explicit reload (SIGHUP, /-/reload) covers the web config
+    /// too; its file changes are also noticed by the web server itself.
+    async fn bytes(
+        &mut self,
+        changed: Option<Vec<u8>>,
+        web: &web::Web,
+    ) -> std::io::Result<Vec<u8>> {
+        let bytes = match changed {
+            Some(b) => Ok(b),
+            None => {
+                reload_web(web).await;
+                std::fs::read(self.file.path())
+            }
+        };
+        self.file.parsing(&bytes);
+        bytes
+    }
 }
 
 /// Load the web config file again, keeping the running one on error.

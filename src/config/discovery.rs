@@ -56,7 +56,7 @@ pub struct SdTls {
 #[derive(Clone, Debug, PartialEq)]
 pub struct HttpSd {
     /// The endpoint returning a JSON list of server entries.
-    pub url: reqwest::Url,
+    pub url: url::Url,
     /// How often it is asked.
     pub refresh_interval: Duration,
     /// Extra request headers; values are secrets.

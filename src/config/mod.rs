@@ -293,7 +293,7 @@ pub enum TransportSpec {
     /// A Streamable HTTP endpoint.
     Http {
         /// The MCP endpoint URL.
-        url: reqwest::Url,
+        url: url::Url,
         /// Extra request headers; values are secrets.
         headers: Vec<(String, Secret)>,
         /// `Authorization: Bearer` token.
@@ -311,7 +311,7 @@ pub struct OAuth2Spec {
     /// The client secret.
     pub client_secret: Secret,
     /// Where tokens are asked for.
-    pub token_url: reqwest::Url,
+    pub token_url: url::Url,
     /// Scopes asked for.
     pub scopes: Vec<String>,
     /// Extra form parameters of the token request; values are secrets.

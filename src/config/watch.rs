@@ -29,6 +29,46 @@ pub fn step(applied: Option<u64>, pending: &mut Option<u64>, now: u64) -> Watch 
     }
 }
 
+/// The watch on one file: the fingerprint of the bytes last parsed, and
+/// of those seen at the previous poll.
+pub struct FileWatch {
+    path: std::path::PathBuf,
+    applied: Option<u64>,
+    pending: Option<u64>,
+}
+
+impl FileWatch {
+    /// Watch `path`, its present content taken as applied.
+    pub fn new(path: &std::path::Path) -> Self {
+        FileWatch {
+            path: path.to_owned(),
+            applied: std::fs::read(path).ok().map(|b| fingerprint(&b)),
+            pending: None,
+        }
+    }
+
+    /// The file watched.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Read the file: its bytes when they are a change to apply now.
+    pub fn poll(&mut self) -> Option<Vec<u8>> {
+        let bytes = std::fs::read(&self.path).ok()?;
+        let now = fingerprint(&bytes);
+        (step(self.applied, &mut self.pending, now) == Watch::Apply).then_some(bytes)
+    }
+
+    /// `bytes` are about to be parsed, for whatever reason. The hash is of
+    /// exactly those: an edit landing after the read is a change still to
+    /// come, never one taken as applied.
+    pub fn parsing(&mut self, bytes: &std::io::Result<Vec<u8>>) {
+        if let Ok(b) = bytes {
+            self.applied = Some(fingerprint(b));
+        }
+    }
+}
+
 /// A cheap fingerprint of a file's content.
 pub fn fingerprint(bytes: &[u8]) -> u64 {
     use std::hash::{Hash, Hasher};

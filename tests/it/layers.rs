@@ -17,7 +17,8 @@ fn layer(module: &str) -> Option<u8> {
         "state" => 4,
         "supervise" | "output" => 5,
         "oneshot" | "fleet" | "init" => 6,
-        "lib" | "main" | "fuzzing" => 7,
+        "app" => 7,
+        "lib" | "main" | "fuzzing" => 8,
         _ => return None,
     })
 }

@@ -102,7 +102,7 @@ enum Entry<'t> {
 /// Whether `url` reaches one of `own` (mcpmon's listen addresses): the same
 /// port on a loopback or matching address, or on any address when mcpmon
 /// listens on all of them. Names other than `localhost` are not resolved.
-fn aims_at(url: &reqwest::Url, own: &[std::net::SocketAddr]) -> bool {
+fn aims_at(url: &url::Url, own: &[std::net::SocketAddr]) -> bool {
     let Some(port) = url.port_or_known_default() else {
         return false;
     };
@@ -184,7 +184,7 @@ impl<'a> Validator<'a> {
             );
             return rejected(super::Rejection::StdioRefused, vec![e]);
         }
-        if let Some(url) = s.url.as_deref().and_then(|u| reqwest::Url::parse(u).ok())
+        if let Some(url) = s.url.as_deref().and_then(|u| url::Url::parse(u).ok())
             && aims_at(&url, source.own_addresses)
         {
             let e = self.at(

@@ -341,12 +341,12 @@ impl<'a> Validator<'a> {
         let mut headers = Vec::new();
         for (k, v) in map {
             let p = under(at, k);
-            if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err() {
+            if http::HeaderName::from_bytes(k.as_bytes()).is_err() {
                 self.error(&p, format!("invalid header name {k:?}"));
                 continue;
             }
             let value = self.expand(v, &p);
-            if reqwest::header::HeaderValue::from_str(&value).is_err() {
+            if http::HeaderValue::from_str(&value).is_err() {
                 self.error(
                     &p,
                     format!("header {k:?} has a value that is not valid in HTTP"),

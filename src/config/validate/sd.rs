@@ -60,7 +60,7 @@ impl Validator<'_> {
     pub(super) fn http_sd(&mut self, h: HttpSdFile, at: &[Seg]) -> Option<HttpSd> {
         let sub = |name: &str| under(at, name);
         let expanded = self.expand(&h.url, &sub("url"));
-        let url = match reqwest::Url::parse(&expanded) {
+        let url = match url::Url::parse(&expanded) {
             Ok(u) if matches!(u.scheme(), "http" | "https") => u,
             _ => {
                 self.error(

@@ -244,7 +244,7 @@ impl Validator<'_> {
             return None;
         };
         let expanded = self.expand(raw, &under(at, "url"));
-        let url = match reqwest::Url::parse(&expanded) {
+        let url = match url::Url::parse(&expanded) {
             Ok(u) if matches!(u.scheme(), "http" | "https") => u,
             Ok(u) => {
                 self.error(
@@ -317,7 +317,7 @@ impl Validator<'_> {
             }
         };
         let raw = self.expand(&o.token_url, &sub("token_url"));
-        let token_url = match reqwest::Url::parse(&raw) {
+        let token_url = match url::Url::parse(&raw) {
             Ok(u) if matches!(u.scheme(), "http" | "https") => u,
             _ => {
                 self.error(
