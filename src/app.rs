@@ -62,7 +62,7 @@ pub fn http_client() -> Result<reqwest::Client, reqwest::Error> {
         .build()
 }
 
-use crate::output::api::{ReloadOutcome, ReloadRequest};
+use crate::output::api::ReloadRequest;
 
 /// How the service runs besides its config and listener.
 #[derive(Default)]
@@ -374,7 +374,7 @@ async fn reload(
     running: &mut Fleet,
     fleet: &mpsc::Sender<state::Msg>,
     metrics: &Metrics,
-) -> Result<ReloadOutcome, String> {
+) -> Result<config::Diff, String> {
     let parsed = match bytes {
         Err(e) => Err(config::ConfigErrors(vec![config::ConfigError {
             file: path.to_owned(),
@@ -403,12 +403,7 @@ async fn reload(
             let diff = running.reload(new).await;
             metrics.record_reload(true);
             diff.log("configuration reloaded");
-            Ok(ReloadOutcome {
-                added: diff.added,
-                removed: diff.removed,
-                changed: diff.changed,
-                kept: diff.kept,
-            })
+            Ok(diff)
         }
     }
 }

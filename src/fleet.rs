@@ -8,12 +8,11 @@ use std::path::{Path, PathBuf};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
-use crate::config::Rejection;
+use crate::config::{Config, Diff, Rejection};
 use crate::discovery::{self, Discovered, Discovery, Mechanism, Report, Shard, Update};
 use crate::redact;
 use crate::state::{DiscoveryNews, Msg};
-use crate::supervise::{Diff, Supervisors};
+use crate::supervise::Supervisors;
 
 /// The running fleet and where it comes from.
 pub(crate) struct Fleet {

@@ -4,13 +4,15 @@
 //! is either a fully resolved [`Config`] or every problem found, each naming
 //! `file:line:column`. Nothing here starts tasks or touches the network.
 
-mod discovery;
+mod diff;
 mod positions;
 mod raw;
+mod sd;
 mod validate;
 pub mod watch;
 
-pub use discovery::{
+pub use diff::Diff;
+pub use sd::{
     Entries, EntrySource, FileSd, Format, HttpSd, MAX_SERVERS, Rejected, Rejection, SdTls, Trust,
     parse_entries,
 };

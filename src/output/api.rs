@@ -39,25 +39,12 @@ pub struct ApiState {
     pub shard: crate::discovery::Shard,
 }
 
-/// What a reload changed, as `POST /-/reload` answers it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct ReloadOutcome {
-    /// Servers started.
-    pub added: Vec<String>,
-    /// Servers stopped.
-    pub removed: Vec<String>,
-    /// Servers restarted with new settings.
-    pub changed: Vec<String>,
-    /// Servers left running as they were.
-    pub kept: usize,
-}
-
 /// A request to reload the configuration; the reply carries what changed,
 /// or the errors of a rejected file.
 #[derive(Debug)]
 pub struct ReloadRequest {
     /// Where the outcome goes, if anyone waits for it.
-    pub reply: Option<tokio::sync::oneshot::Sender<Result<ReloadOutcome, String>>>,
+    pub reply: Option<tokio::sync::oneshot::Sender<Result<crate::config::Diff, String>>>,
 }
 
 /// Largest request body accepted (there are no body-taking endpoints yet).

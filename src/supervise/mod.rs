@@ -11,7 +11,7 @@ pub mod server;
 #[cfg(test)]
 mod tests;
 
-pub use reconcile::{Diff, Supervisors, default_handshakes};
+pub use reconcile::{Supervisors, default_handshakes};
 pub use server::CLOSE_GRACE;
 
 /// How long stopping supervisors (a reload's removed servers, or shutdown)

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::server::Supervisor;
-use crate::config::{Config, ServerSpec};
+use crate::config::{Config, Diff, ServerSpec};
 use crate::state::Msg;
 use crate::transport::Connector;
 use crate::transport::session::McpConnector;
@@ -24,37 +24,6 @@ struct Running {
     spec: ServerSpec,
     cancel: CancellationToken,
     handle: JoinHandle<()>,
-}
-
-/// What a reload changed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Diff {
-    /// Servers started.
-    pub added: Vec<String>,
-    /// Servers stopped.
-    pub removed: Vec<String>,
-    /// Servers restarted with new settings.
-    pub changed: Vec<String>,
-    /// Servers left running as they were.
-    pub kept: usize,
-}
-
-impl Diff {
-    /// Whether nothing started, stopped or restarted.
-    pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
-    }
-
-    /// Log what changed, under `message`.
-    pub fn log(&self, message: &str) {
-        tracing::info!(
-            added = ?self.added,
-            removed = ?self.removed,
-            changed = ?self.changed,
-            kept = self.kept,
-            "{message}"
-        );
-    }
 }
 
 /// Every running supervisor, by server id.
@@ -165,19 +134,7 @@ impl Supervisors {
 
     /// Make the running set match `config`.
     pub async fn apply(&mut self, config: &Config, deadline: Duration) -> Diff {
-        let mut diff = Diff::default();
-        let wanted: HashMap<&str, &ServerSpec> =
-            config.servers.iter().map(|s| (s.id.as_str(), s)).collect();
-        for (id, r) in &self.running {
-            match wanted.get(id.as_str()) {
-                Some(spec) if **spec == r.spec => {
-                    diff.kept += 1;
-                    continue;
-                }
-                Some(_) => diff.changed.push(id.clone()),
-                None => diff.removed.push(id.clone()),
-            }
-        }
+        let diff = Diff::between(self.running.values().map(|r| &r.spec), &config.servers);
         let mut stop = diff.removed.clone();
         stop.extend(diff.changed.iter().cloned());
         self.stop(&stop, deadline).await;
@@ -187,15 +144,9 @@ impl Supervisors {
         }
         for spec in &config.servers {
             if !self.running.contains_key(&spec.id) {
-                if !diff.changed.contains(&spec.id) {
-                    diff.added.push(spec.id.clone());
-                }
                 self.start(spec.clone()).await;
             }
         }
-        diff.removed.sort();
-        diff.changed.sort();
-        diff.added.sort();
         diff
     }
 

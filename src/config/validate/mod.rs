@@ -4,9 +4,9 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::discovery::{FILE_SD_REFRESH, HTTP_SD_REFRESH};
 use super::positions::{Locator, Seg, check_aliases};
 use super::raw::{FileDoc, FileSdFile, HttpSdFile, ServerFile, TransportKind};
+use super::sd::{FILE_SD_REFRESH, HTTP_SD_REFRESH};
 use super::*;
 
 /// See [`super::parse`].

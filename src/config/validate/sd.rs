@@ -52,7 +52,7 @@ impl Validator<'_> {
             files,
             refresh_interval,
             labels: f.labels,
-            max_servers: f.max_servers.unwrap_or(super::discovery::MAX_SERVERS),
+            max_servers: f.max_servers.unwrap_or(super::sd::MAX_SERVERS),
         })
     }
 
@@ -112,7 +112,7 @@ impl Validator<'_> {
             tls,
             labels: h.labels,
             allow_stdio: h.allow_stdio,
-            max_servers: h.max_servers.unwrap_or(super::discovery::MAX_SERVERS),
+            max_servers: h.max_servers.unwrap_or(super::sd::MAX_SERVERS),
         })
     }
 }
