@@ -15,7 +15,7 @@ use crate::config::{self, Config};
 use crate::discovery::Shard;
 use crate::fleet::Fleet;
 use crate::output::metrics::Metrics;
-use crate::output::{api, web};
+use crate::output::{router, web};
 use crate::state::Snapshot;
 use crate::supervise::{CLOSE_GRACE, Supervisors};
 use crate::{discovery, redact, state, supervise};
@@ -62,7 +62,7 @@ pub fn http_client() -> Result<reqwest::Client, reqwest::Error> {
         .build()
 }
 
-use crate::output::api::ReloadRequest;
+use crate::output::lifecycle::ReloadRequest;
 
 /// How the service runs besides its config and listener.
 #[derive(Default)]
@@ -158,7 +158,7 @@ pub async fn run_with(
         "monitoring started"
     );
     let (reload_tx, reload_rx) = mpsc::channel::<ReloadRequest>(8);
-    let api = api::ApiState {
+    let api = router::AppState {
         fleet: snap_rx,
         metrics: metrics.clone(),
         reload: options.enable_lifecycle.then_some(reload_tx),
@@ -257,10 +257,10 @@ impl WebTasks {
     fn start(
         listener: TcpListener,
         options: &mut Options,
-        state: api::ApiState,
+        state: router::AppState,
         cancel: &CancellationToken,
     ) -> Self {
-        let app = options.web.protect(api::router(state));
+        let app = options.web.protect(router::router(state));
         let mut extra = tokio::task::JoinSet::new();
         for l in std::mem::take(&mut options.extra_listeners) {
             let (server, app, cancel) = (options.web.clone(), app.clone(), cancel.clone());

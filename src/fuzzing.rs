@@ -253,14 +253,14 @@ pub fn lean_ping(data: &[u8]) {
 pub fn basic_auth(data: &[u8]) {
     use base64::Engine;
     let text = String::from_utf8_lossy(data);
-    if let Some((user, password)) = crate::output::auth::parse_basic(&text) {
+    if let Some((user, password)) = crate::output::web::parse_basic(&text) {
         assert!(!user.contains(':'));
         let again = format!(
             "Basic {}",
             base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
         );
         assert_eq!(
-            crate::output::auth::parse_basic(&again),
+            crate::output::web::parse_basic(&again),
             Some((user, password))
         );
     }

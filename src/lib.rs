@@ -41,5 +41,5 @@ pub mod supervise;
 pub mod transport;
 
 pub use app::{Options, REVISION, RunError, http_client, run, run_with};
-pub use output::api::ReloadRequest;
+pub use output::lifecycle::ReloadRequest;
 pub use supervise::SHUTDOWN_DEADLINE;

@@ -1,12 +1,20 @@
-//! Outputs: everything mcpmon serves. [`metrics`] renders the Prometheus
-//! text exposition, [`api`] the health JSON and lifecycle endpoints, and
-//! [`web`] runs the HTTP server (TLS, basic auth, limits) with the settings
-//! [`web_config`] reads. All of them read
-//! published snapshots only; none touches a session.
+//! Outputs: everything mcpmon serves, read from published snapshots only;
+//! none touches a session.
+//!
+//! - [`router`]: the one router, the state its handlers read, the
+//!   middleware.
+//! - [`scrape`] (`/metrics`, rendered by [`metrics`]), [`health`]
+//!   (`/health/*`), [`lifecycle`] (`/-/*`) and [`status`] (the HTML page):
+//!   handlers by concern.
+//! - [`render`]: whole-fleet pages rendered once and shared.
+//! - [`web`]: the HTTP server itself (TLS, basic auth, limits) and its
+//!   config file.
 
-pub mod api;
-pub mod auth;
+pub mod health;
+pub mod lifecycle;
 pub mod metrics;
+pub mod render;
+pub mod router;
+pub mod scrape;
 pub mod status;
 pub mod web;
-pub mod web_config;

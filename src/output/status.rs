@@ -4,19 +4,23 @@
 //! JavaScript on, `status.js` filters as you type and refreshes the page's
 //! data in place. Everything is embedded in the binary, no external asset is
 //! loaded, and a strict Content-Security-Policy allows only this origin's
-//! own script and style. Every string that came from a server or the config
-//! is escaped on the way out.
+//! own script and style. The templates are maud's: every string that came
+//! from a server or the config is escaped unless marked otherwise, and
+//! nothing here is.
 
-use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::SystemTime;
 
-use axum::extract::{Path, Query, RawQuery, State as AxState};
+use axum::extract::{Path, Query, RawQuery, State as Extract};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
+use tokio::sync::watch;
 
-use super::api::ApiState;
-use crate::state::snapshot::{HISTORY, ServerStatus, rfc3339};
+use super::render::{Renders, off_worker};
+use crate::state::Snapshot;
+use crate::state::snapshot::{HISTORY, HealthCheckStatus, ServerStatus, rfc3339};
 use crate::state::verdict::State;
 
 const CSS: &str = include_str!("status.css");
@@ -27,6 +31,13 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
 /// Cells of the history strip, each a twelfth of [`HISTORY`].
 const CELLS: u32 = 12;
 
+/// Where the page links to.
+#[derive(Clone)]
+pub struct Links {
+    /// The exposition's path (`--web.telemetry-path`).
+    pub telemetry_path: String,
+}
+
 /// `?state=degraded&q=text`
 #[derive(Deserialize, Default)]
 pub struct Filter {
@@ -36,26 +47,7 @@ pub struct Filter {
     q: String,
 }
 
-/// Text made safe for HTML content and quoted attribute values.
-struct Esc<'a>(&'a str);
-
-impl std::fmt::Display for Esc<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for c in self.0.chars() {
-            match c {
-                '&' => f.write_str("&amp;")?,
-                '<' => f.write_str("&lt;")?,
-                '>' => f.write_str("&gt;")?,
-                '"' => f.write_str("&quot;")?,
-                '\'' => f.write_str("&#39;")?,
-                c => f.write_char(c)?,
-            }
-        }
-        Ok(())
-    }
-}
-
-fn html(body: impl IntoResponse) -> Response {
+fn html_response(page: impl IntoResponse) -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -63,7 +55,7 @@ fn html(body: impl IntoResponse) -> Response {
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
             (header::REFERRER_POLICY, "no-referrer"),
         ],
-        body,
+        page,
     )
         .into_response()
 }
@@ -75,26 +67,283 @@ pub async fn css() -> Response {
 
 /// `/static/status.js`
 pub async fn js() -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
-        JS,
-    )
-        .into_response()
+    let kind = [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")];
+    (kind, JS).into_response()
+}
+
+/// `/`: the fleet, rendered off the runtime's workers and shared by the
+/// requests for the same snapshot and query.
+pub async fn fleet(
+    Extract(fleet): Extract<watch::Receiver<Arc<Snapshot>>>,
+    Extract(renders): Extract<Arc<Renders>>,
+    Extract(links): Extract<Links>,
+    Query(f): Query<Filter>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let arrived = tokio::time::Instant::now();
+    let _admitted = match renders.admit() {
+        Ok(p) => p,
+        Err(busy) => return *busy,
+    };
+    let query = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        query.hash(&mut h);
+        h.finish()
+    };
+    let page = renders
+        .status
+        .get(
+            arrived,
+            || {
+                let snap = fleet.borrow().clone();
+                ((snap.generation, query), snap)
+            },
+            |snap| async move {
+                off_worker(move || fleet_page(&snap, &f, &links).into_string())
+                    .await
+                    .map(axum::body::Bytes::from)
+            },
+        )
+        .await;
+    match page {
+        Some(body) => html_response(body),
+        None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+/// `/servers/{id}`: one server.
+pub async fn server(
+    Extract(fleet): Extract<watch::Receiver<Arc<Snapshot>>>,
+    Extract(links): Extract<Links>,
+    Path(id): Path<String>,
+) -> Response {
+    let snap = fleet.borrow().clone();
+    let Some(record) = snap.servers.get(id.as_str()) else {
+        let body = html! { main #status { p { "No server " (id) " in the fleet." } } };
+        let page = page("mcpmon: no such server", &links, body);
+        return (StatusCode::NOT_FOUND, html_response(page.into_string())).into_response();
+    };
+    let s = &record.status;
+    let title = format!("mcpmon: {}", s.id);
+    let body = server_main(s, snap.generation, SystemTime::now());
+    html_response(page(&title, &links, body).into_string())
+}
+
+/// The frame of every page: head, links, and `body`.
+fn page(title: &str, links: &Links, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                link rel="stylesheet" href="/static/status.css";
+                script src="/static/status.js" defer {}
+            }
+            body {
+                header {
+                    h1 { a href="/" { "mcpmon" } }
+                    nav aria-label="Machine-readable" {
+                        a href=(links.telemetry_path) { "metrics" } " "
+                        a href="/health/fleet" { "fleet JSON" }
+                    }
+                }
+                (body)
+            }
+        }
+    }
+}
+
+/// The fleet page: the filter form, the summary, a row per server shown.
+fn fleet_page(snap: &Snapshot, f: &Filter, links: &Links) -> Markup {
+    let now = SystemTime::now();
+    let (verdict, meets) = snap.verdict();
+    let sum = snap.summary();
+    let shown: Vec<&ServerStatus> = snap
+        .servers
+        .values()
+        .map(|r| &r.status)
+        .filter(|s| matches(s, f))
+        .collect();
+    let states = [("", "any")]
+        .into_iter()
+        .chain(State::ALL.iter().map(|s| (s.as_str(), s.as_str())));
+    let counts = [
+        (State::Healthy, sum.healthy),
+        (State::Degraded, sum.degraded),
+        (State::Unhealthy, sum.unhealthy),
+        (State::Unknown, sum.unknown),
+    ];
+    let columns = [
+        "Server",
+        "State",
+        "Reason",
+        "Since",
+        "Last check",
+        "Latency",
+        "Transport",
+        "Era",
+        "Last hour",
+    ];
+    let body = html! {
+        form method="get" action="/" role="search" #filter {
+            label { "State " select name="state" {
+                @for (value, label) in states {
+                    option value=(value) selected[f.state == value] { (label) }
+                }
+            } }
+            " "
+            label { "Search " input type="search" name="q" value=(f.q) placeholder="id, reason, name, team=…"; }
+            " "
+            button type="submit" { "Filter" }
+        }
+        main #status data-generation=(snap.generation) {
+            section.summary aria-label="Fleet summary" {
+                p {
+                    "Fleet " (badge(verdict))
+                    " — " (sum.healthy + sum.degraded) " of " (sum.total)
+                    " servers available; the policy asks for "
+                    (snap.policy.min_available_percentage) "%"
+                    @if !meets { ", not met" }
+                }
+                ul { @for (state, n) in counts { li { (badge(state)) " " strong { (n) } } } }
+            }
+            table {
+                caption { "Servers: " span #shown { (shown.len()) } " of " (sum.total) " shown" }
+                thead { tr { @for c in columns { th scope="col" { (c) } } } }
+                tbody { @for s in shown { (fleet_row(s, now)) } }
+            }
+        }
+    };
+    page("mcpmon: fleet status", links, body)
+}
+
+/// One server's row on the fleet page; `data-*` feed the live filter.
+fn fleet_row(s: &ServerStatus, now: SystemTime) -> Markup {
+    html! {
+        tr data-state=(s.status.as_str()) data-text=(search_text(s)) {
+            th scope="row" { a href={ "/servers/" (s.id) } { (s.id) } }
+            td { (badge(s.status)) }
+            td title=(s.detail) { (s.reason.as_str()) }
+            td { (time(Some(s.since), now)) }
+            td { (time(s.last_check, now)) }
+            td { (ms(s.response_time_ms, 1)) }
+            td { (s.transport) }
+            td { (s.era.map_or("—", |e| e.as_str())) }
+            td { (history_strip(s, now)) }
+        }
+    }
+}
+
+/// The server page's `main`: verdict, facts, health check, timeline.
+fn server_main(s: &ServerStatus, generation: u64, now: SystemTime) -> Markup {
+    html! {
+        main #status data-generation=(generation) {
+            h2 { (s.id) }
+            p {
+                (badge(s.status)) " — " (s.reason.as_str())
+                @if !s.detail.is_empty() { ": " (s.detail) }
+            }
+            p { a href={ "/health/servers/" (s.id) } { "JSON" } }
+            (facts(s, now))
+            @if let Some(h) = &s.health_check { (health_check(h, now)) }
+            h3 { "Events" }
+            table {
+                thead { tr { @for c in ["When", "What", "Reason", "Detail"] { th scope="col" { (c) } } } }
+                tbody {
+                    @for e in s.events.iter().rev() {
+                        tr { td { (time(Some(e.at), now)) } td { (e.kind) } td { (e.reason.as_str()) } td { (e.detail) } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The server page's list of facts about the server and its session.
+fn facts(s: &ServerStatus, now: SystemTime) -> Markup {
+    let labels: Vec<String> = s
+        .labels
+        .iter()
+        .map(|l| format!("{}={}", l.name, l.value))
+        .collect();
+    html! {
+        dl {
+            dt { "Since" } dd { (time(Some(s.since), now)) }
+            @if let Some(t) = &s.last_transition {
+                dt { "Last change" }
+                dd { (t.from.as_str()) " → " (t.to.as_str()) " (" (t.reason.as_str()) "), " (time(Some(t.at), now)) }
+            }
+            dt { "Session" } dd { (session(s, now)) }
+            dt { "Handshake" } dd { (ms(s.handshake_ms, 0)) }
+            dt { "Last check" } dd { (time(s.last_check, now)) }
+            dt { "Latency" } dd { (ms(s.response_time_ms, 1)) }
+            dt { "Transport" } dd { (s.transport) }
+            @if !labels.is_empty() { dt { "Labels" } dd { (labels.join(", ")) } }
+            @if let Some(i) = &s.server_info {
+                dt { "Server" } dd { (i.name) " " (i.version) " (protocol " (i.protocol_version) ")" }
+            }
+            dt { "Sessions" } dd { (s.sessions) }
+            @if let Some(n) = s.tools { dt { "Tools" } dd { (n) } }
+            @if let Some(h) = &s.tools_hash { dt { "Tool surface" } dd { code { (h) } } }
+            @if !s.tools_missing.is_empty() { dt { "Tools missing" } dd { (s.tools_missing.join(", ")) } }
+            dt { "Last hour" } dd { (history_strip(s, now)) }
+        }
+    }
+}
+
+/// Whether a session is open, and whose fields the page shows when not.
+fn session(s: &ServerStatus, now: SystemTime) -> Markup {
+    html! {
+        @if s.session_open {
+            "open"
+        } @else if let Some(ended) = s.session_ended {
+            "none; the last ended " (time(Some(ended), now)) " (the fields below are from it)"
+        } @else {
+            "none yet"
+        }
+    }
+}
+
+/// The last health check: what it reported, and its numeric fields.
+fn health_check(h: &HealthCheckStatus, now: SystemTime) -> Markup {
+    html! {
+        h3 { "health_check" }
+        p {
+            @match h.status {
+                Some(r) => { "reported " strong { (format!("{r:?}")) } },
+                None => "no status",
+            }
+            @if h.failed { " (the call failed)" }
+            ", " (time(Some(h.at), now))
+        }
+        @if !h.fields.is_empty() {
+            table {
+                thead { tr { th scope="col" { "Field" } th scope="col" { "Value" } } }
+                tbody { @for (k, v) in &h.fields { tr { td { (k) } td { (v) } } } }
+            }
+        }
+    }
 }
 
 /// A state as text and symbol, never by colour alone.
-fn badge(out: &mut String, s: State) {
+fn badge(s: State) -> Markup {
     let symbol = match s {
         State::Healthy => "✓",
         State::Degraded => "!",
         State::Unhealthy => "✗",
         State::Unknown => "?",
     };
-    let _ = write!(
-        out,
-        r#"<span class="state s-{0}"><span aria-hidden="true">{symbol}</span> {0}</span>"#,
-        s.as_str()
-    );
+    html! {
+        span class={ "state s-" (s.as_str()) } { span aria-hidden="true" { (symbol) } " " (s.as_str()) }
+    }
+}
+
+/// Milliseconds with `decimals` places, or a dash.
+fn ms(v: Option<f64>, decimals: usize) -> String {
+    v.map_or("—".to_owned(), |v| format!("{v:.decimals$} ms"))
 }
 
 fn ago(at: SystemTime, now: SystemTime) -> String {
@@ -106,17 +355,10 @@ fn ago(at: SystemTime, now: SystemTime) -> String {
     }
 }
 
-fn time(out: &mut String, at: Option<SystemTime>, now: SystemTime) {
-    match at {
-        Some(t) => {
-            let _ = write!(
-                out,
-                r#"<time datetime="{}">{}</time>"#,
-                rfc3339(t),
-                ago(t, now)
-            );
-        }
-        None => out.push('—'),
+/// A moment, machine-readable and as an age; a dash when never.
+fn time(at: Option<SystemTime>, now: SystemTime) -> Markup {
+    html! {
+        @if let Some(t) = at { time datetime=(rfc3339(t)) { (ago(t, now)) } } @else { "—" }
     }
 }
 
@@ -143,26 +385,24 @@ fn strip(
         .collect()
 }
 
-fn history_strip(out: &mut String, s: &ServerStatus, now: SystemTime) {
+/// The last hour as twelve cells, with a text label for screen readers.
+fn history_strip(s: &ServerStatus, now: SystemTime) -> Markup {
     let cells = strip(&s.history, now);
     let worst = cells.iter().flatten().max_by_key(|s| s.severity());
     let label = match worst {
         Some(w) => format!("last hour: worst {}", w.as_str()),
         None => "last hour: no data".to_owned(),
     };
-    let _ = write!(
-        out,
-        r#"<span class="strip" role="img" aria-label="{label}">"#
-    );
-    for (i, c) in cells.iter().enumerate() {
-        let minutes = (CELLS as usize - i) * (HISTORY.as_secs() / 60) as usize / CELLS as usize;
-        let name = c.map_or("none", State::as_str);
-        let _ = write!(
-            out,
-            r#"<span class="cell s-{name}" title="{minutes} min ago: {name}"></span>"#
-        );
+    let minutes_ago =
+        |i: usize| (CELLS as usize - i) * (HISTORY.as_secs() / 60) as usize / CELLS as usize;
+    html! {
+        span.strip role="img" aria-label=(label) {
+            @for (i, c) in cells.iter().enumerate() {
+                @let name = c.map_or("none", State::as_str);
+                span class={ "cell s-" (name) } title={ (minutes_ago(i)) " min ago: " (name) } {}
+            }
+        }
     }
-    out.push_str("</span>");
 }
 
 fn matches(s: &ServerStatus, f: &Filter) -> bool {
@@ -193,328 +433,47 @@ fn search_text(s: &ServerStatus) -> String {
     .to_lowercase()
 }
 
-fn head(out: &mut String, title: &str, telemetry_path: &str) {
-    let _ = write!(
-        out,
-        r#"<!doctype html><html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{}</title><link rel="stylesheet" href="/static/status.css">
-<script src="/static/status.js" defer></script></head><body>
-<header><h1><a href="/">mcpmon</a></h1><nav aria-label="Machine-readable"><a href="{}">metrics</a> <a href="/health/fleet">fleet JSON</a></nav></header>
-"#,
-        Esc(title),
-        Esc(telemetry_path)
-    );
-}
-
-/// `/`: the fleet.
-pub async fn fleet(
-    AxState(st): AxState<ApiState>,
-    Query(f): Query<Filter>,
-    RawQuery(query): RawQuery,
-) -> Response {
-    let arrived = tokio::time::Instant::now();
-    let _admitted = match st.renders.admit() {
-        Ok(p) => p,
-        Err(busy) => return *busy,
-    };
-    let query = {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        query.hash(&mut h);
-        h.finish()
-    };
-    let path = st.telemetry_path.clone();
-    let page = st
-        .renders
-        .status
-        .get(
-            arrived,
-            || {
-                let snap = st.fleet.borrow().clone();
-                ((snap.generation, query), snap)
-            },
-            // Thousands of rows take milliseconds: off the runtime's
-            // workers, like every other whole-fleet render.
-            |snap| async move {
-                tokio::task::spawn_blocking(move || fleet_page(&snap, &f, &path))
-                    .await
-                    .ok()
-                    .map(axum::body::Bytes::from)
-            },
-        )
-        .await;
-    match page {
-        Some(body) => html(body),
-        None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
-}
-
-fn fleet_page(snap: &crate::state::Snapshot, f: &Filter, telemetry_path: &str) -> String {
-    let now = SystemTime::now();
-    let mut out = String::with_capacity(4096 + snap.servers.len() * 600);
-    head(&mut out, "mcpmon: fleet status", telemetry_path);
-    let (verdict, meets) = snap.verdict();
-    let sum = snap.summary();
-    let _ = write!(
-        out,
-        r#"<form method="get" action="/" role="search" id="filter"><label>State <select name="state">"#
-    );
-    for (value, label) in [
-        ("", "any"),
-        ("healthy", "healthy"),
-        ("degraded", "degraded"),
-        ("unhealthy", "unhealthy"),
-        ("unknown", "unknown"),
-    ] {
-        let selected = if f.state == value { " selected" } else { "" };
-        let _ = write!(out, r#"<option value="{value}"{selected}>{label}</option>"#);
-    }
-    let _ = write!(
-        out,
-        r#"</select></label> <label>Search <input type="search" name="q" value="{}" placeholder="id, reason, name, team=…"></label> <button type="submit">Filter</button></form>
-<main id="status" data-generation="{}"><section class="summary" aria-label="Fleet summary"><p>Fleet "#,
-        Esc(&f.q),
-        snap.generation
-    );
-    badge(&mut out, verdict);
-    let _ = write!(
-        out,
-        " — {} of {} servers available; the policy asks for {}%{}</p><ul>",
-        sum.healthy + sum.degraded,
-        sum.total,
-        snap.policy.min_available_percentage,
-        if meets { "" } else { ", not met" }
-    );
-    for (s, n) in [
-        (State::Healthy, sum.healthy),
-        (State::Degraded, sum.degraded),
-        (State::Unhealthy, sum.unhealthy),
-        (State::Unknown, sum.unknown),
-    ] {
-        out.push_str("<li>");
-        badge(&mut out, s);
-        let _ = write!(out, " <strong>{n}</strong></li>");
-    }
-    out.push_str("</ul></section>");
-    let shown: Vec<&ServerStatus> = snap
-        .servers
-        .values()
-        .map(|r| &r.status)
-        .filter(|s| matches(s, f))
-        .collect();
-    let _ = write!(
-        out,
-        r#"<table><caption>Servers: <span id="shown">{}</span> of {} shown</caption><thead><tr>
-<th scope="col">Server</th><th scope="col">State</th><th scope="col">Reason</th><th scope="col">Since</th>
-<th scope="col">Last check</th><th scope="col">Latency</th><th scope="col">Transport</th><th scope="col">Era</th>
-<th scope="col">Last hour</th></tr></thead><tbody>"#,
-        shown.len(),
-        sum.total
-    );
-    for s in shown {
-        let _ = write!(
-            out,
-            r#"<tr data-state="{}" data-text="{}"><th scope="row"><a href="/servers/{}">{}</a></th><td>"#,
-            s.status.as_str(),
-            Esc(&search_text(s)),
-            Esc(&s.id),
-            Esc(&s.id)
-        );
-        badge(&mut out, s.status);
-        let _ = write!(
-            out,
-            r#"</td><td title="{}">{}</td><td>"#,
-            Esc(&s.detail),
-            s.reason.as_str()
-        );
-        time(&mut out, Some(s.since), now);
-        out.push_str("</td><td>");
-        time(&mut out, s.last_check, now);
-        let _ = write!(
-            out,
-            "</td><td>{}</td><td>{}</td><td>{}</td><td>",
-            s.response_time_ms
-                .map_or("—".to_owned(), |v| format!("{v:.1} ms")),
-            s.transport,
-            s.era.map_or("—", |e| match e {
-                crate::transport::Era::Legacy => "legacy",
-                crate::transport::Era::Modern => "modern",
-            })
-        );
-        history_strip(&mut out, s, now);
-        out.push_str("</td></tr>\n");
-    }
-    out.push_str("</tbody></table></main></body></html>\n");
-    out
-}
-
-/// `/servers/{id}`: one server.
-pub async fn server(AxState(st): AxState<ApiState>, Path(id): Path<String>) -> Response {
-    let snap = st.fleet.borrow().clone();
-    let Some(record) = snap.servers.get(id.as_str()) else {
-        let mut out = String::new();
-        head(&mut out, "mcpmon: no such server", &st.telemetry_path);
-        let _ = write!(
-            out,
-            r#"<main id="status"><p>No server {} in the fleet.</p></main></body></html>"#,
-            Esc(&id)
-        );
-        let mut r = html(out);
-        *r.status_mut() = StatusCode::NOT_FOUND;
-        return r;
-    };
-    let s = &record.status;
-    let now = SystemTime::now();
-    let mut out = String::with_capacity(8192);
-    head(&mut out, &format!("mcpmon: {}", s.id), &st.telemetry_path);
-    let _ = write!(
-        out,
-        r#"<main id="status" data-generation="{}"><h2>{}</h2><p>"#,
-        snap.generation,
-        Esc(&s.id)
-    );
-    badge(&mut out, s.status);
-    let _ = write!(out, " — {}", s.reason.as_str());
-    if !s.detail.is_empty() {
-        let _ = write!(out, ": {}", Esc(&s.detail));
-    }
-    let _ = write!(
-        out,
-        r#"</p><p><a href="/health/servers/{}">JSON</a></p><dl>"#,
-        Esc(&s.id)
-    );
-    let mut row = |k: &str, v: String| {
-        let _ = write!(out, "<dt>{k}</dt><dd>{v}</dd>");
-    };
-    let mut since = String::new();
-    time(&mut since, Some(s.since), now);
-    row("Since", since);
-    if let Some(t) = &s.last_transition {
-        let mut at = String::new();
-        time(&mut at, Some(t.at), now);
-        row(
-            "Last change",
-            format!(
-                "{} → {} ({}), {at}",
-                t.from.as_str(),
-                t.to.as_str(),
-                t.reason.as_str()
-            ),
-        );
-    }
-    let mut session = String::new();
-    if s.session_open {
-        session.push_str("open");
-    } else if let Some(ended) = s.session_ended {
-        session.push_str("none; the last ended ");
-        time(&mut session, Some(ended), now);
-        session.push_str(" (the fields below are from it)");
-    } else {
-        session.push_str("none yet");
-    }
-    row("Session", session);
-    row(
-        "Handshake",
-        s.handshake_ms
-            .map_or("—".to_owned(), |v| format!("{v:.0} ms")),
-    );
-    let mut last = String::new();
-    time(&mut last, s.last_check, now);
-    row("Last check", last);
-    row(
-        "Latency",
-        s.response_time_ms
-            .map_or("—".to_owned(), |v| format!("{v:.1} ms")),
-    );
-    row("Transport", s.transport.to_owned());
-    if !s.labels.is_empty() {
-        let labels: Vec<String> = s
-            .labels
-            .iter()
-            .map(|l| format!("{}={}", Esc(&l.name), Esc(&l.value)))
-            .collect();
-        row("Labels", labels.join(", "));
-    }
-    if let Some(i) = &s.server_info {
-        row(
-            "Server",
-            format!(
-                "{} {} (protocol {})",
-                Esc(&i.name),
-                Esc(&i.version),
-                Esc(&i.protocol_version)
-            ),
-        );
-    }
-    row("Sessions", s.sessions.to_string());
-    if let Some(n) = s.tools {
-        row("Tools", n.to_string());
-    }
-    if let Some(h) = &s.tools_hash {
-        row("Tool surface", format!("<code>{}</code>", Esc(h)));
-    }
-    if !s.tools_missing.is_empty() {
-        row(
-            "Tools missing",
-            Esc(&s.tools_missing.join(", ")).to_string(),
-        );
-    }
-    let mut strip_html = String::new();
-    history_strip(&mut strip_html, s, now);
-    row("Last hour", strip_html);
-    out.push_str("</dl>");
-    if let Some(h) = &s.health_check {
-        out.push_str("<h3>health_check</h3><p>");
-        match h.status {
-            Some(r) => {
-                let _ = write!(out, "reported <strong>{r:?}</strong>");
-            }
-            None => out.push_str("no status"),
-        }
-        if h.failed {
-            out.push_str(" (the call failed)");
-        }
-        out.push_str(", ");
-        time(&mut out, Some(h.at), now);
-        out.push_str("</p>");
-        if !h.fields.is_empty() {
-            out.push_str(r#"<table><thead><tr><th scope="col">Field</th><th scope="col">Value</th></tr></thead><tbody>"#);
-            for (k, v) in &h.fields {
-                let _ = write!(out, "<tr><td>{}</td><td>{v}</td></tr>", Esc(k));
-            }
-            out.push_str("</tbody></table>");
-        }
-    }
-    out.push_str(
-        r#"<h3>Events</h3><table><thead><tr><th scope="col">When</th><th scope="col">What</th><th scope="col">Reason</th><th scope="col">Detail</th></tr></thead><tbody>"#,
-    );
-    for e in s.events.iter().rev() {
-        out.push_str("<tr><td>");
-        time(&mut out, Some(e.at), now);
-        let _ = write!(
-            out,
-            "</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            e.kind,
-            e.reason.as_str(),
-            Esc(&e.detail)
-        );
-    }
-    out.push_str("</tbody></table></main></body></html>\n");
-    html(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// A snapshot of one server whose id, detail and identity are markup.
+    fn hostile() -> Snapshot {
+        let payload = r#"<script>alert("x")</script> & 'y'"#;
+        let spec = crate::state::testing::spec("evil");
+        let tracker = crate::state::evidence::Tracker::new(&spec, tokio::time::Instant::now());
+        let mut status = tracker.status().clone();
+        status.detail = payload.to_owned();
+        status.server_info = Some(crate::transport::ServerInfo {
+            name: payload.to_owned(),
+            version: payload.to_owned(),
+            protocol_version: payload.to_owned(),
+        });
+        let record = crate::state::snapshot::ServerRecord {
+            status,
+            series: Default::default(),
+        };
+        let mut snap = Snapshot::default();
+        snap.servers.insert(Arc::from("evil"), Arc::new(record));
+        snap
+    }
+
     #[test]
-    fn text_is_escaped_for_content_and_attributes() {
-        assert_eq!(
-            Esc(r#"<script>alert("x")</script> & 'y'"#).to_string(),
-            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;"
-        );
+    fn text_from_servers_is_escaped_on_both_pages() {
+        let snap = hostile();
+        let links = Links {
+            telemetry_path: r#"/m"><script>"#.to_owned(),
+        };
+        let fleet = fleet_page(&snap, &Filter::default(), &links).into_string();
+        let status = &snap.servers.get("evil").expect("there").status;
+        let server = page("t", &links, server_main(status, 1, SystemTime::now())).into_string();
+        for html in [&fleet, &server] {
+            assert!(!html.contains("<script>"), "{html}");
+            assert!(html.contains("&lt;script&gt;"), "{html}");
+        }
+        assert!(fleet.contains(r#"href="/servers/evil""#), "{fleet}");
+        assert!(server.contains("<h2>evil</h2>"), "{server}");
     }
 
     #[test]

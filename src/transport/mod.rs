@@ -38,13 +38,21 @@ use serde::Serialize;
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The protocol era a session speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Era {
     /// `initialize` handshake, liveness by `ping`.
     Legacy,
     /// No handshake, liveness by `server/discover`.
     Modern,
+}
+
+impl Era {
+    /// The era's name in labels and pages: `legacy` or `modern`.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
 }
 
 /// Who the server says it is.

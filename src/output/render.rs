@@ -1,0 +1,186 @@
+//! Whole-fleet pages (`/metrics`, `/health/fleet`, `/`) rendered once and
+//! shared by the requests that arrive together, off the runtime's workers,
+//! with a bound on how many requests may wait for them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+/// Run a render of the whole fleet off the runtime's worker: at 10 000
+/// servers it takes tens of milliseconds, which would otherwise delay every
+/// probe answer waiting on that worker and distort its round trip.
+pub(super) async fn off_worker<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    tokio::task::spawn_blocking(f).await.ok()
+}
+
+/// How old a render may be and still answer a scrape of the same snapshot
+/// (process metrics in it, such as CPU time, age by as much).
+pub const RENDER_REUSE: Duration = Duration::from_secs(1);
+
+/// Most requests for whole-fleet pages (`/metrics`, `/health/fleet`, `/`)
+/// rendering or waiting for a render at once; more are answered 503. Each
+/// waits on a shared render, and a client that never reads its answer
+/// holds only a reference to it, not a copy.
+pub const MAX_FLEET_RENDERS: usize = 32;
+
+/// The shared renders of every whole-fleet page, and the bound on the
+/// requests waiting for them.
+pub struct Renders {
+    /// `/metrics`, by (snapshot generation, metrics version).
+    pub metrics: SharedRender,
+    /// `/health/fleet`: its status code and body, by (generation, summary).
+    pub fleet: SharedRender<(StatusCode, axum::body::Bytes)>,
+    /// `/`, by (generation, a hash of the query).
+    pub status: SharedRender,
+    admitted: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for Renders {
+    fn default() -> Self {
+        Renders {
+            metrics: SharedRender::default(),
+            fleet: SharedRender::default(),
+            status: SharedRender::default(),
+            admitted: Arc::new(tokio::sync::Semaphore::new(MAX_FLEET_RENDERS)),
+        }
+    }
+}
+
+impl Renders {
+    /// A place among the requests for whole-fleet pages, or the 503 to
+    /// answer when they are all taken.
+    pub fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Box<Response>> {
+        self.admitted.clone().try_acquire_owned().map_err(|_| {
+            Box::new(
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [(header::RETRY_AFTER, "1")],
+                    "too many whole-fleet requests at once; try again\n",
+                )
+                    .into_response(),
+            )
+        })
+    }
+}
+
+/// One render shared by concurrent requests: at 10 000 servers a
+/// `/metrics` render is 30 MB and tens of milliseconds, and two Prometheus
+/// replicas (or a scraper and a person) should not each pay for it.
+pub struct SharedRender<T = axum::body::Bytes> {
+    last: tokio::sync::Mutex<Option<Rendered<T>>>,
+}
+
+impl<T> Default for SharedRender<T> {
+    fn default() -> Self {
+        SharedRender {
+            last: tokio::sync::Mutex::new(None),
+        }
+    }
+}
+
+struct Rendered<T> {
+    started: tokio::time::Instant,
+    key: (u64, u64),
+    text: T,
+}
+
+impl<T: Clone> SharedRender<T> {
+    /// The text for a scrape that `arrived` at some instant: a render that
+    /// began after it arrived (as fresh as its own would be), or one of the
+    /// same key (snapshot generation, metrics version) younger than
+    /// [`RENDER_REUSE`]; otherwise a new one of the `current` (key,
+    /// snapshot). Renders never run concurrently; those waiting get the
+    /// result.
+    pub async fn get<S, F>(
+        &self,
+        arrived: tokio::time::Instant,
+        current: impl FnOnce() -> ((u64, u64), S),
+        render: impl FnOnce(S) -> F,
+    ) -> Option<T>
+    where
+        F: Future<Output = Option<T>>,
+    {
+        let mut last = self.last.lock().await;
+        let (key, snapshot) = current();
+        if let Some(r) = last.as_ref() {
+            let recent = r.key == key && arrived < r.started + RENDER_REUSE;
+            if r.started >= arrived || recent {
+                return Some(r.text.clone());
+            }
+        }
+        let started = tokio::time::Instant::now();
+        let text = render(snapshot).await?;
+        *last = Some(Rendered {
+            started,
+            key,
+            text: text.clone(),
+        });
+        Some(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use tokio::time::Instant;
+
+    /// A render that takes 50 ms and counts itself.
+    async fn scrape(shared: &SharedRender, renders: &AtomicU32, generation: u64) -> String {
+        let text = shared
+            .get(
+                Instant::now(),
+                || ((generation, 0), generation),
+                |g| async move {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let n = renders.fetch_add(1, Ordering::SeqCst) + 1;
+                    Some(format!("generation {g} render {n}").into())
+                },
+            )
+            .await
+            .expect("rendered");
+        String::from_utf8(text.to_vec()).expect("utf-8")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrent_scrapes_share_one_render() {
+        let shared = SharedRender::default();
+        let renders = AtomicU32::new(0);
+        let texts = futures::future::join_all((0..10).map(|_| scrape(&shared, &renders, 7))).await;
+        assert_eq!(renders.load(Ordering::SeqCst), 1);
+        assert!(
+            texts.iter().all(|t| t == "generation 7 render 1"),
+            "{texts:?}"
+        );
+
+        // Same snapshot, under a second later: the same text.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(scrape(&shared, &renders, 7).await, "generation 7 render 1");
+        // A newer snapshot is rendered anew...
+        assert_eq!(scrape(&shared, &renders, 8).await, "generation 8 render 2");
+        // ...and so is the same one once the render is a second old.
+        tokio::time::sleep(RENDER_REUSE).await;
+        assert_eq!(scrape(&shared, &renders, 8).await, "generation 8 render 3");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_scrape_never_gets_a_render_older_than_itself_of_another_snapshot() {
+        let shared = SharedRender::default();
+        let renders = AtomicU32::new(0);
+        // The second scrape arrives while the first renders generation 1;
+        // when its turn comes the fleet is at generation 2, and the render
+        // it waited for began before it arrived: it renders again.
+        let first = scrape(&shared, &renders, 1);
+        let second = async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            scrape(&shared, &renders, 2).await
+        };
+        let (a, b) = tokio::join!(first, second);
+        assert_eq!(a, "generation 1 render 1");
+        assert_eq!(b, "generation 2 render 2");
+    }
+}

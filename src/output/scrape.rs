@@ -1,0 +1,55 @@
+//! `GET /metrics` (or `--web.telemetry-path`): the exposition of the
+//! latest snapshot, one render shared by concurrent scrapes.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::watch;
+
+use super::metrics::Metrics;
+use super::render::{Renders, off_worker};
+use crate::state::Snapshot;
+
+/// The exposition, rendered at most once per snapshot and second.
+pub async fn metrics(
+    State(fleet): State<watch::Receiver<Arc<Snapshot>>>,
+    State(metrics): State<Arc<Metrics>>,
+    State(renders): State<Arc<Renders>>,
+) -> Response {
+    let arrived = tokio::time::Instant::now();
+    let _admitted = match renders.admit() {
+        Ok(p) => p,
+        Err(busy) => return *busy,
+    };
+    let text = renders
+        .metrics
+        .get(
+            arrived,
+            || {
+                let snap = fleet.borrow().clone();
+                ((snap.generation, metrics.version()), snap)
+            },
+            |snap| {
+                let metrics = metrics.clone();
+                async move {
+                    off_worker(move || metrics.render(&snap))
+                        .await
+                        .map(axum::body::Bytes::from)
+                }
+            },
+        )
+        .await;
+    let Some(text) = text else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
