@@ -111,40 +111,44 @@ enum Cmd {
         file: PathBuf,
     },
     /// Check one server once and print what was found; exits 0 only when healthy.
-    Probe {
-        /// An http(s) URL, or `-- command args…` for a stdio server.
-        /// Options may come before or after a URL; after `--`, everything
-        /// is the command.
-        #[arg(required = true, num_args = 1..)]
-        target: Vec<String>,
-        /// `auto` or a protocol revision to pin.
-        #[arg(long, default_value = "auto")]
-        protocol: String,
-        /// Extra HTTP header, `Name: value` (repeatable).
-        #[arg(long = "header")]
-        headers: Vec<String>,
-        /// Environment variable holding a bearer token.
-        #[arg(long)]
-        bearer_token_env: Option<String>,
-        /// Deadline for connecting plus the handshake.
-        #[arg(long, default_value = "15s")]
-        connect_timeout: String,
-        /// Deadline for each liveness probe.
-        #[arg(long, default_value = "5s")]
-        ping_timeout: String,
-        /// Liveness probes to send.
-        #[arg(long, default_value_t = 3)]
-        pings: u32,
-        /// Also call this tool.
-        #[arg(long)]
-        call: Option<String>,
-        /// JSON object of arguments for --call.
-        #[arg(long, default_value = "{}")]
-        args: String,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = Output::Text)]
-        output: Output,
-    },
+    Probe(ProbeArgs),
+}
+
+/// `mcpmon probe`'s arguments.
+#[derive(clap::Args)]
+struct ProbeArgs {
+    /// An http(s) URL, or `-- command args…` for a stdio server.
+    /// Options may come before or after a URL; after `--`, everything
+    /// is the command.
+    #[arg(required = true, num_args = 1..)]
+    target: Vec<String>,
+    /// `auto` or a protocol revision to pin.
+    #[arg(long, default_value = "auto")]
+    protocol: String,
+    /// Extra HTTP header, `Name: value` (repeatable).
+    #[arg(long = "header")]
+    headers: Vec<String>,
+    /// Environment variable holding a bearer token.
+    #[arg(long)]
+    bearer_token_env: Option<String>,
+    /// Deadline for connecting plus the handshake.
+    #[arg(long, default_value = "15s")]
+    connect_timeout: String,
+    /// Deadline for each liveness probe.
+    #[arg(long, default_value = "5s")]
+    ping_timeout: String,
+    /// Liveness probes to send.
+    #[arg(long, default_value_t = 3)]
+    pings: u32,
+    /// Also call this tool.
+    #[arg(long)]
+    call: Option<String>,
+    /// JSON object of arguments for --call.
+    #[arg(long, default_value = "{}")]
+    args: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    output: Output,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -177,113 +181,104 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the runtime")?;
     match cli.cmd {
-        Some(Cmd::CheckConfig { file }) => Ok(check_config(&file)),
-        Some(Cmd::Probe {
-            target,
-            protocol,
-            headers,
-            bearer_token_env,
-            connect_timeout,
-            ping_timeout,
-            pings,
-            call,
-            args,
-            output,
-        }) => {
-            let doc = probe_config(
-                &target,
-                &protocol,
-                &headers,
-                bearer_token_env.as_deref(),
-                &connect_timeout,
-                &ping_timeout,
-            )?;
-            let cfg = config::parse(Path::new("<probe>"), &doc.to_string(), &|v| {
-                std::env::var(v).ok()
-            })
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-            let spec = cfg
-                .servers
-                .into_iter()
-                .next()
-                .context("no server to probe")?;
-            mcpmon::redact::set_secrets(spec.secrets());
-            let call = match call {
-                Some(tool) => {
-                    let serde_json::Value::Object(a) =
-                        serde_json::from_str(&args).context("--args must be a JSON object")?
-                    else {
-                        anyhow::bail!("--args must be a JSON object");
-                    };
-                    Some((tool, a))
-                }
-                None => None,
-            };
-            let report = runtime.block_on(async {
-                let http = mcpmon::http_client()?;
-                anyhow::Ok(probe(&spec, &http, &ProbeOptions { pings, call }).await)
-            })?;
-            match output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-                Output::Text => print_report(&report),
-            }
-            Ok(if report.state == State::Healthy {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
-        }
-        None => {
-            let file = cli
-                .config_file
-                .context("--config.file is required (or use a subcommand; see --help)")?;
-            let cfg = config::load(&file).map_err(|e| anyhow::anyhow!("invalid config:\n{e}"))?;
-            let shard = if cli.shard_index_from_hostname {
-                Shard::from_hostname(&hostname()?, cli.shard_count)?
-            } else {
-                Shard::new(cli.shard_index, cli.shard_count)?
-            };
-            let web = match &cli.web_config {
-                Some(path) => mcpmon::output::web::Web::load(path)?,
-                None => mcpmon::output::web::Web::default(),
-            }
-            .with_limits(cli.allowed_hosts.clone(), cli.write_timeout);
-            for w in &cfg.warnings {
-                tracing::warn!(warning = %w, "risky configuration");
-            }
-            runtime.block_on(async {
-                // Bind them all before anything starts: a taken port is an
-                // error at start, not a half-served monitor.
-                let mut listeners = Vec::new();
-                for address in &cli.listen {
-                    let listener = tokio::net::TcpListener::bind(address)
-                        .await
-                        .with_context(|| format!("binding {address}"))?;
-                    tracing::info!(address = %listener.local_addr()?, tls = web.tls(), "listening");
-                    listeners.push(listener);
-                }
-                let listener = listeners.remove(0);
-                let options = mcpmon::Options {
-                    web,
-                    enable_lifecycle: cli.enable_lifecycle,
-                    auto_reload: cli.auto_reload.then_some(cli.auto_reload_interval),
-                    reload: Some(sighup_reloads()?),
-                    telemetry_path: Some(cli.telemetry_path.clone()),
-                    extra_listeners: listeners,
-                    shard,
-                    handshakes: (cli.handshake_concurrency > 0)
-                        .then_some(cli.handshake_concurrency),
-                    exposition: Exposition {
-                        histograms: cli.histograms,
-                        detail: cli.metrics_detail,
-                    },
-                };
-                mcpmon::run_with(cfg, listener, shutdown_signal(), options).await?;
-                anyhow::Ok(())
-            })?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Some(Cmd::CheckConfig { ref file }) => Ok(check_config(file)),
+        Some(Cmd::Probe(ref args)) => probe_once(args, &runtime),
+        None => serve(cli, &runtime),
     }
+}
+
+/// `mcpmon probe`: one server, once; exit 0 only when healthy.
+fn probe_once(a: &ProbeArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Result<ExitCode> {
+    let doc = probe_config(a)?;
+    let env = |v: &str| std::env::var(v).ok();
+    let cfg = config::parse(Path::new("<probe>"), &doc.to_string(), &env)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let spec = cfg
+        .servers
+        .into_iter()
+        .next()
+        .context("no server to probe")?;
+    mcpmon::redact::set_secrets(spec.secrets());
+    let call = match &a.call {
+        Some(tool) => {
+            let serde_json::Value::Object(arguments) =
+                serde_json::from_str(&a.args).context("--args must be a JSON object")?
+            else {
+                anyhow::bail!("--args must be a JSON object");
+            };
+            Some((tool.clone(), arguments))
+        }
+        None => None,
+    };
+    let options = ProbeOptions {
+        pings: a.pings,
+        call,
+    };
+    let report = runtime.block_on(async {
+        let http = mcpmon::http_client()?;
+        anyhow::Ok(probe(&spec, &http, &options).await)
+    })?;
+    match a.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Output::Text => print_report(&report),
+    }
+    Ok(if report.state == State::Healthy {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The service: every listener bound before anything starts (a taken port
+/// is an error at start, not a half-served monitor), then run until a
+/// signal.
+fn serve(cli: Cli, runtime: &tokio::runtime::Runtime) -> anyhow::Result<ExitCode> {
+    let file = cli
+        .config_file
+        .as_ref()
+        .context("--config.file is required (or use a subcommand; see --help)")?;
+    let cfg = config::load(file).map_err(|e| anyhow::anyhow!("invalid config:\n{e}"))?;
+    let shard = if cli.shard_index_from_hostname {
+        Shard::from_hostname(&hostname()?, cli.shard_count)?
+    } else {
+        Shard::new(cli.shard_index, cli.shard_count)?
+    };
+    let web = match &cli.web_config {
+        Some(path) => mcpmon::output::web::Web::load(path)?,
+        None => mcpmon::output::web::Web::default(),
+    }
+    .with_limits(cli.allowed_hosts.clone(), cli.write_timeout);
+    for w in &cfg.warnings {
+        tracing::warn!(warning = %w, "risky configuration");
+    }
+    runtime.block_on(async {
+        let mut listeners = Vec::new();
+        for address in &cli.listen {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("binding {address}"))?;
+            tracing::info!(address = %listener.local_addr()?, tls = web.tls(), "listening");
+            listeners.push(listener);
+        }
+        let listener = listeners.remove(0);
+        let options = mcpmon::Options {
+            web,
+            enable_lifecycle: cli.enable_lifecycle,
+            auto_reload: cli.auto_reload.then_some(cli.auto_reload_interval),
+            reload: Some(sighup_reloads()?),
+            telemetry_path: Some(cli.telemetry_path.clone()),
+            extra_listeners: listeners,
+            shard,
+            handshakes: (cli.handshake_concurrency > 0).then_some(cli.handshake_concurrency),
+            exposition: Exposition {
+                histograms: cli.histograms,
+                detail: cli.metrics_detail,
+            },
+        };
+        mcpmon::run_with(cfg, listener, shutdown_signal(), options).await?;
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// This host's name, as the kernel has it (a Kubernetes pod's name).
@@ -296,26 +291,14 @@ fn hostname() -> anyhow::Result<String> {
 /// Read the file_sd files as mcpmon would and print every problem:
 /// (servers found, problems).
 fn check_file_sd(cfg: &config::Config) -> (usize, usize) {
-    let (resolved, reports) = mcpmon::discovery::check_files(cfg);
-    let mut problems = 0;
-    for report in &reports {
-        for (_, e) in &report.failures {
-            eprintln!("{e}");
-            problems += 1;
-        }
-        for e in report.rejected.iter().flat_map(|(_, _, _, errors)| errors) {
-            eprintln!("{e}");
-            problems += 1;
-        }
-        for w in &report.warnings {
-            eprintln!("warning: {w}");
-        }
+    let check = mcpmon::discovery::check_files(cfg);
+    for e in &check.problems {
+        eprintln!("{e}");
     }
-    for (_, duplicate) in &resolved.duplicates {
-        eprintln!("{duplicate}");
-        problems += 1;
+    for w in &check.warnings {
+        eprintln!("warning: {w}");
     }
-    (resolved.counts.values().sum(), problems)
+    (check.servers, check.problems.len())
 }
 
 fn check_config(file: &Path) -> ExitCode {
@@ -354,14 +337,16 @@ fn check_config(file: &Path) -> ExitCode {
 
 /// The probe target as a one-server config document (JSON is valid YAML), so
 /// it goes through exactly the same validation as a fleet file.
-fn probe_config(
-    target: &[String],
-    protocol: &str,
-    headers: &[String],
-    bearer_token_env: Option<&str>,
-    connect_timeout: &str,
-    ping_timeout: &str,
-) -> anyhow::Result<serde_json::Value> {
+fn probe_config(a: &ProbeArgs) -> anyhow::Result<serde_json::Value> {
+    let ProbeArgs {
+        target,
+        protocol,
+        headers,
+        bearer_token_env,
+        connect_timeout,
+        ping_timeout,
+        ..
+    } = a;
     let first = target.first().map(String::as_str).unwrap_or_default();
     let mut server = serde_json::json!({
         "id": "probe",
@@ -382,7 +367,7 @@ fn probe_config(
         }
         server["headers"] = h.into();
         if let Some(var) = bearer_token_env {
-            server["bearer_token_env"] = var.into();
+            server["bearer_token_env"] = var.as_str().into();
         }
     } else {
         let (cmd, args) = target.split_first().context("no command given")?;

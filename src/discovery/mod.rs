@@ -270,10 +270,42 @@ fn validate(
     )
 }
 
+/// What `check-config` found in the file_sd documents.
+#[derive(Debug, Default)]
+pub struct FileCheck {
+    /// Servers the documents would add.
+    pub servers: usize,
+    /// Every problem: unreadable files, rejected entries, duplicates.
+    pub problems: Vec<String>,
+    /// Risky but valid settings.
+    pub warnings: Vec<String>,
+}
+
 /// Every file_sd document of `config`, read and validated as the running
-/// service would (for `check-config`): what each source would add, and
-/// every problem found.
-pub fn check_files(config: &Config) -> (Resolved, Vec<Report>) {
+/// service would (for `check-config`).
+pub fn check_files(config: &Config) -> FileCheck {
+    let (resolved, reports) = read_all_files(config);
+    let mut check = FileCheck {
+        servers: resolved.counts.values().sum(),
+        ..FileCheck::default()
+    };
+    for report in &reports {
+        let failures = report.failures.iter().map(|(_, e)| e.to_string());
+        let rejected = report.rejected.iter().flat_map(|(_, _, _, errors)| errors);
+        check.problems.extend(failures);
+        check.problems.extend(rejected.map(|e| e.to_string()));
+        check
+            .warnings
+            .extend(report.warnings.iter().map(|w| w.to_string()));
+    }
+    check
+        .problems
+        .extend(resolved.duplicates.iter().map(|(_, d)| d.clone()));
+    check
+}
+
+/// What each file source would add, and its report.
+fn read_all_files(config: &Config) -> (Resolved, Vec<Report>) {
     let env = |name: &str| std::env::var(name).ok();
     let base = config.path.parent().unwrap_or(Path::new("."));
     let mut found = Discovered::default();
