@@ -1,0 +1,207 @@
+//! The owner on its messages: publishing, readiness, removal, and the
+//! series it keeps.
+
+use super::*;
+use crate::state::testing::{add, answered, event, opened, spec};
+use State::*;
+
+fn snap(states: &[State], policy: FleetPolicy) -> Snapshot {
+    let mut servers = imbl::OrdMap::new();
+    for (i, st) in states.iter().enumerate() {
+        let t = Tracker::new(&spec(&format!("s{i}")), Instant::now());
+        let mut status = t.status().clone();
+        status.status = *st;
+        let record = ServerRecord {
+            status,
+            series: Series::default(),
+        };
+        servers.insert(Arc::from(format!("s{i}").as_str()), Arc::new(record));
+    }
+    Snapshot {
+        servers,
+        policy,
+        ready: true,
+        generation: 1,
+        discovery: Default::default(),
+    }
+}
+
+fn walked(o: &Owner) -> (usize, usize, usize, usize, usize) {
+    let w = o.snap.summary();
+    (w.total, w.healthy, w.degraded, w.unhealthy, w.unknown)
+}
+
+fn counted(o: &Owner) -> (usize, usize, usize, usize, usize) {
+    let c = o.counts();
+    (c.total, c.healthy, c.degraded, c.unhealthy, c.unknown)
+}
+
+#[test]
+fn running_counts_match_a_full_walk_through_events_and_removals() {
+    let now = Instant::now();
+    let mut o = Owner::new(FleetPolicy::default(), 4);
+    let down = || Observation::Down {
+        reason: Reason::Exited,
+        detail: "gone".into(),
+        was_open: true,
+    };
+    type Step<'a> = Box<dyn Fn(&mut Owner) + 'a>;
+    let steps: Vec<Step> = vec![
+        Box::new(|o| add(o, &spec("s0"), now)),
+        Box::new(|o| add(o, &spec("s1"), now)),
+        Box::new(|o| event(o, "s0", opened(), now)),
+        Box::new(|o| add(o, &spec("s2"), now)),
+        Box::new(|o| event(o, "s2", down(), now)),
+        Box::new(|o| event(o, "s1", opened(), now)),
+        Box::new(|o| event(o, "s0", down(), now)),
+        Box::new(|o| o.apply(Msg::Remove(Arc::from("s2")), now)),
+        Box::new(|o| o.apply(Msg::Remove(Arc::from("absent")), now)),
+        Box::new(|o| event(o, "absent", opened(), now)),
+        // Added again: a fresh record replaces the old one.
+        Box::new(|o| add(o, &spec("s1"), now)),
+        Box::new(|o| add(o, &spec("s3"), now)),
+    ];
+    for step in steps {
+        step(&mut o);
+        assert_eq!(counted(&o), walked(&o));
+    }
+    assert_eq!(counted(&o), (3, 0, 0, 1, 2));
+}
+
+#[test]
+fn every_publish_has_a_new_generation() {
+    let mut o = Owner::new(FleetPolicy::default(), 1);
+    let a = o.publish();
+    add(&mut o, &spec("a"), Instant::now());
+    let b = o.publish();
+    assert!(b.generation > a.generation);
+    assert_eq!(b.servers.len(), 1);
+    assert_eq!(a.servers.len(), 0, "a published snapshot never changes");
+}
+
+#[test]
+fn counters_start_at_zero_and_count_once() {
+    let now = Instant::now();
+    let mut o = Owner::new(FleetPolicy::default(), 1);
+    add(&mut o, &spec("a"), now);
+    let s = o.publish();
+    let series = &s.servers["a"].series;
+    assert!(series.probes.0.iter().all(|(_, n)| *n == 0));
+    assert!(series.probes.0.iter().any(|(k, _)| *k == ProbeKind::Ping));
+    assert!(
+        series
+            .reconnects
+            .0
+            .iter()
+            .any(|(r, n)| *r == Reason::Exited && *n == 0)
+    );
+    event(&mut o, "a", opened(), now);
+    event(&mut o, "a", Observation::Sent(ProbeKind::Ping), now);
+    event(
+        &mut o,
+        "a",
+        Observation::Late(ProbeKind::Ping, Duration::from_secs(5)),
+        now,
+    );
+    let late = crate::state::testing::failed(ProbeKind::Ping, FailureReason::Timeout);
+    event(
+        &mut o,
+        "a",
+        Observation::Probe {
+            outcome: late,
+            was_late: true,
+        },
+        now,
+    );
+    event(
+        &mut o,
+        "a",
+        Observation::Probe {
+            outcome: answered(ProbeKind::Ping, 3),
+            was_late: false,
+        },
+        now,
+    );
+    let s = o.publish();
+    let series = &s.servers["a"].series;
+    let failures: u64 = series.probe_failures.0.iter().map(|(_, n)| n).sum();
+    assert_eq!(failures, 1, "a late probe's timeout is counted once");
+    assert_eq!(series.ping_duration.as_ref().map(|h| h.count), Some(1));
+}
+
+#[test]
+fn a_stuck_session_is_handed_back_to_its_supervisor_once() {
+    let t0 = Instant::now();
+    let mut o = Owner::new(FleetPolicy::default(), 1);
+    let (tx, rx) = tokio::sync::watch::channel(0);
+    o.apply(
+        Msg::Add {
+            spec: Arc::new(spec("a")),
+            stuck: tx,
+        },
+        t0,
+    );
+    event(&mut o, "a", opened(), t0);
+    event(
+        &mut o,
+        "a",
+        Observation::Late(ProbeKind::Ping, Duration::from_secs(5)),
+        t0 + Duration::from_secs(5),
+    );
+    assert_eq!(*rx.borrow(), 0);
+    let later = t0 + Settings::default().stuck_after.0;
+    event(&mut o, "a", Observation::Tick, later);
+    assert_eq!(*rx.borrow(), 1, "session 1 must be rebuilt");
+    let s = o.publish();
+    assert_eq!(s.servers["a"].status.reason, Reason::Stuck);
+}
+
+#[test]
+fn summary_counts_and_percentage() {
+    let s = snap(
+        &[Healthy, Healthy, Degraded, Unhealthy],
+        FleetPolicy::default(),
+    )
+    .summary();
+    assert_eq!(
+        (s.total, s.healthy, s.degraded, s.unhealthy, s.unknown),
+        (4, 2, 1, 1, 0)
+    );
+    assert_eq!(s.health_percentage, 50.0);
+    let s = snap(&[Healthy, Healthy, Unhealthy], FleetPolicy::default()).summary();
+    assert_eq!(s.health_percentage, 66.67);
+}
+
+#[test]
+fn policy_decides_the_fleet_verdict() {
+    let strict = FleetPolicy::default();
+    assert_eq!(
+        snap(&[Healthy, Healthy], strict.clone()).verdict(),
+        (Healthy, true)
+    );
+    assert_eq!(
+        snap(&[Healthy, Degraded], strict.clone()).verdict(),
+        (Degraded, true)
+    );
+    assert_eq!(
+        snap(&[Healthy, Unhealthy], strict.clone()).verdict(),
+        (Unhealthy, false)
+    );
+    assert_eq!(
+        snap(&[Unknown, Unknown], strict.clone()).verdict(),
+        (Unknown, false)
+    );
+    assert_eq!(snap(&[], strict).verdict(), (Healthy, true));
+    let half = FleetPolicy {
+        min_available_percentage: 50.0,
+        degraded_is_available: false,
+    };
+    assert_eq!(
+        snap(&[Healthy, Unhealthy], half.clone()).verdict(),
+        (Degraded, true)
+    );
+    assert_eq!(
+        snap(&[Degraded, Degraded, Healthy], half).verdict(),
+        (Unhealthy, false)
+    );
+}
