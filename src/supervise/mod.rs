@@ -1,5 +1,5 @@
 //! Supervision: one task per server that opens its session and schedules
-//! its probes ([`server`], on the clocks of [`schedule`]), and the running
+//! its probes ([`server`], on the clocks of `schedule`), and the running
 //! set, to which a new desired set of servers is applied as a diff
 //! ([`reconcile`]).
 //!

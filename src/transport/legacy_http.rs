@@ -72,6 +72,17 @@ pub enum CallError {
     Request(RequestError),
 }
 
+impl CallError {
+    /// The request error rmcp's path would have given for this failure.
+    pub(super) fn into_request_error(self, timeout: Duration) -> RequestError {
+        match self {
+            CallError::Idle | CallError::Max => RequestError::Timeout(timeout),
+            CallError::Expired => RequestError::Closed,
+            CallError::Request(e) => e,
+        }
+    }
+}
+
 impl From<RequestError> for CallError {
     fn from(e: RequestError) -> Self {
         CallError::Request(e)

@@ -26,7 +26,7 @@ impl McpSession {
             self.lean_call(&id, "ping", None, None, Deadlines::within(timeout))
                 .await
                 .map(|_| start.elapsed())
-                .map_err(|e| request_error(e, timeout)),
+                .map_err(|e| e.into_request_error(timeout)),
         )
     }
 
@@ -66,7 +66,7 @@ impl McpSession {
         }
         let again = tokio::time::timeout_at(
             deadlines.max_at,
-            super::open_http::open_http(
+            super::open::open_http(
                 &lean.spec,
                 &lean.http,
                 &super::open::Plan::Initialize(lean.version.clone()),
@@ -150,14 +150,5 @@ impl McpSession {
         };
         lean.link.cancel(&id, &gave_up.to_string());
         Err(gave_up)
-    }
-}
-
-/// A lean failure as the request error rmcp's path would have given.
-pub(super) fn request_error(e: CallError, timeout: Duration) -> RequestError {
-    match e {
-        CallError::Idle | CallError::Max => RequestError::Timeout(timeout),
-        CallError::Expired => RequestError::Closed,
-        CallError::Request(e) => e,
     }
 }

@@ -20,7 +20,6 @@ pub mod legacy_http;
 mod legacy_session;
 pub mod oauth2;
 pub mod open;
-mod open_http;
 pub mod procstat;
 pub mod reset;
 pub mod rmcp_http;

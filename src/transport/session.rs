@@ -25,7 +25,6 @@ use super::budget::{BUDGET, Meter};
 use super::child::Child;
 use super::error::classify;
 use super::legacy_http::{Deadlines, LegacyLink};
-use super::legacy_session::request_error;
 use super::oauth2::TokenSource;
 use super::{
     BoxFuture, Connector, Era, LinkFailure, OpenError, Progress, RequestError, ServerInfo, Session,
@@ -306,7 +305,7 @@ impl McpSession {
         let mut result = self
             .lean_call(&id, "tools/list", params, None, Deadlines::within(timeout))
             .await
-            .map_err(|e| request_error(e, timeout))?;
+            .map_err(|e| e.into_request_error(timeout))?;
         let serde_json::Value::Array(tools) = result["tools"].take() else {
             return Err(RequestError::Unexpected);
         };

@@ -1,35 +1,167 @@
-//! The house's import rule, checked: each module of `src/` uses only
-//! modules of lower layers (or its own), so data flows one way and there is
-//! no import circle. Layers, lowest first:
+//! The house's import rules, checked on the source text:
+//! - each top-level module of `src/` uses only modules of lower layers (or
+//!   its own parts), with the layers read from the map in `src/lib.rs`, so
+//!   the map and this check cannot disagree;
+//! - no circle among the files of one folder (a folder's `mod.rs` is its
+//!   face: its children may use it, and it declares them);
+//! - the HTTP crates only where they belong: the client crates in the
+//!   layers that reach servers, the server crates in `output`.
 //!
-//! redact → config → transport, discovery → probe → state → supervise,
-//! output → oneshot, fleet, init → lib, main, fuzzing.
+//! Comments and string literals are skipped; a test-only helper
+//! (`crate::tests`, a `*_tests.rs` file) may reach anywhere.
 
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
-/// The layer of a top-level module of the crate.
-fn layer(module: &str) -> Option<u8> {
-    Some(match module {
-        "redact" => 0,
-        "config" => 1,
-        "transport" | "discovery" => 2,
-        "probe" => 3,
-        "state" => 4,
-        "supervise" | "output" => 5,
-        "oneshot" | "fleet" | "init" => 6,
-        "app" => 7,
-        "lib" | "main" | "fuzzing" => 8,
-        _ => return None,
-    })
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-/// Every `crate::<module>` named in a source text.
-fn uses(text: &str) -> Vec<String> {
+/// The layers as `src/lib.rs` lists them: lines `//! N. ` naming modules
+/// in backticks before their first colon.
+fn layers_from_map(lib: &str) -> BTreeMap<String, u8> {
+    let mut out = BTreeMap::new();
+    let mut current = None;
+    for line in lib.lines() {
+        let Some(doc) = line.strip_prefix("//!") else {
+            continue;
+        };
+        let doc = doc.trim_start();
+        if let Some((n, rest)) = doc.split_once(". ")
+            && let Ok(n) = n.parse::<u8>()
+        {
+            current = Some(n);
+            name_modules(rest, n, &mut out);
+        } else if let Some(n) = current
+            && !doc.is_empty()
+            && line.starts_with("//!    ")
+        {
+            // A continuation line: modules named after a sentence's end.
+            name_modules(doc, n, &mut out);
+        } else {
+            current = None;
+        }
+    }
+    out
+}
+
+/// Every module named as `` [`name`] `` or `` `name` `` right before a colon.
+fn name_modules(text: &str, layer: u8, out: &mut BTreeMap<String, u8>) {
+    for part in text.split(':') {
+        let part = part.trim_end();
+        let Some(head) = part.strip_suffix("`]").or_else(|| part.strip_suffix('`')) else {
+            continue;
+        };
+        let Some(start) = head.rfind('`') else {
+            continue;
+        };
+        let name = &head[start + 1..];
+        if !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+            out.insert(name.to_owned(), layer);
+        }
+    }
+}
+
+/// `text` with comments and the contents of string and char literals
+/// blanked out, lines kept.
+fn code_only(text: &str) -> String {
+    let b: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < b.len() && b[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i] == '/' && b.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    i += 2;
+                } else if b[i] == '*' && b.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    if b[i] == '\n' {
+                        out.push('\n');
+                    }
+                    i += 1;
+                }
+            }
+        } else if c == '"' {
+            // A raw string: `r`, hashes, quote (the `r` not ending a name).
+            let mut hashes = 0;
+            while i > hashes && b[i - hashes - 1] == '#' {
+                hashes += 1;
+            }
+            let r_at = i.checked_sub(hashes + 1);
+            let raw = r_at.is_some_and(|r| {
+                b[r] == 'r'
+                    && (r == 0
+                        || !ident(b[r - 1])
+                        || (b[r - 1] == 'b' && (r == 1 || !ident(b[r - 2]))))
+            });
+            out.push('"');
+            i += 1;
+            while i < b.len() {
+                if !raw && b[i] == '\\' {
+                    i += 2;
+                    continue;
+                }
+                if b[i] == '"' && (0..hashes).all(|k| b.get(i + 1 + k) == Some(&'#')) {
+                    i += 1 + if raw { hashes } else { 0 };
+                    out.push('"');
+                    break;
+                }
+                if b[i] == '\n' {
+                    out.push('\n');
+                }
+                i += 1;
+            }
+        } else if c == '\'' {
+            // A char literal ('x', '\n', '\u{..}'), or a lifetime (kept).
+            if next == Some('\\') {
+                i += 2;
+                while i < b.len() && b[i] != '\'' {
+                    i += 1;
+                }
+                i += 1;
+                out.push_str("' '");
+            } else if b.get(i + 2) == Some(&'\'') {
+                i += 3;
+                out.push_str("' '");
+            } else {
+                out.push(c);
+                i += 1;
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Every `prefix<name>` path segment used in `code`, `prefix` not part of a
+/// longer name.
+fn segments_after(code: &str, prefix: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(i) = rest.find("crate::") {
-        rest = &rest[i + "crate::".len()..];
-        let name: String = rest
+    let mut from = 0;
+    while let Some(at) = code[from..].find(prefix) {
+        let start = from + at;
+        from = start + prefix.len();
+        let before = code[..start].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let name: String = code[from..]
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
             .collect();
@@ -40,52 +172,124 @@ fn uses(text: &str) -> Vec<String> {
     out
 }
 
-fn visit(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read src") {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            visit(&path, files);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            files.push(path);
+/// A production source file of the crate, its text without comments and
+/// literals.
+struct Source {
+    /// Relative to `src/`.
+    rel: PathBuf,
+    code: String,
+}
+
+fn is_test_file(rel: &Path) -> bool {
+    let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    name == "tests.rs" || name == "testing.rs" || name == "fake.rs" || name.ends_with("_tests.rs")
+}
+
+fn sources() -> Vec<Source> {
+    fn visit(dir: &Path, files: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("read src") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                visit(&path, files);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
         }
     }
+    let root = src();
+    let mut files = Vec::new();
+    visit(&root, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let rel = path.strip_prefix(&root).expect("under src").to_owned();
+            let text = std::fs::read_to_string(&path).expect("read");
+            // In-file test modules are tests: cut at the first one.
+            let text = match text.find("#[cfg(test)]\nmod tests {") {
+                Some(at) => text[..at].to_owned(),
+                None => text,
+            };
+            Source {
+                rel,
+                code: code_only(&text),
+            }
+        })
+        .filter(|s| !is_test_file(&s.rel))
+        .collect()
+}
+
+/// The top-level module a file belongs to (`transport/open.rs` → `transport`).
+fn top_module(rel: &Path) -> String {
+    let first = rel.components().next().expect("a component");
+    first
+        .as_os_str()
+        .to_string_lossy()
+        .trim_end_matches(".rs")
+        .to_owned()
+}
+
+#[test]
+fn the_map_in_lib_rs_lists_every_module_in_a_layer() {
+    let lib = std::fs::read_to_string(src().join("lib.rs")).expect("lib.rs");
+    let layers = layers_from_map(&lib);
+    let declared: BTreeSet<String> = lib
+        .lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("pub mod ")
+                .or(l.trim().strip_prefix("mod "))
+        })
+        .map(|m| m.trim_end_matches(';').to_owned())
+        .chain(["lib".to_owned(), "main".to_owned()])
+        .collect();
+    let listed: BTreeSet<String> = layers.keys().cloned().collect();
+    assert_eq!(declared, listed, "modules declared vs. listed in the map");
+    // Its order, lowest first, as the rest of the house assumes it.
+    assert!(layers["redact"] < layers["config"]);
+    assert!(layers["config"] < layers["transport"]);
+    assert!(layers["probe"] < layers["state"]);
+    assert!(layers["state"] < layers["output"]);
+    assert_eq!(layers["supervise"], layers["output"]);
 }
 
 #[test]
 fn every_import_points_down_the_layers() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    visit(&src, &mut files);
-    assert!(files.len() >= 20, "{files:?}");
+    let lib = std::fs::read_to_string(src().join("lib.rs")).expect("lib.rs");
+    let layers = layers_from_map(&lib);
+    let files = sources();
+    assert!(files.len() >= 40, "{} files", files.len());
     let mut wrong = Vec::new();
     for file in &files {
-        let rel = file.strip_prefix(&src).expect("under src");
-        let own = rel
-            .components()
-            .next()
-            .and_then(|c| c.as_os_str().to_str())
-            .map(|s| s.trim_end_matches(".rs"))
-            .expect("a module");
-        let Some(own_layer) = layer(own) else {
-            wrong.push(format!("{}: module {own} has no layer", rel.display()));
+        let own = top_module(&file.rel);
+        let Some(&own_layer) = layers.get(&own) else {
+            wrong.push(format!(
+                "{}: module {own} is not in the map",
+                file.rel.display()
+            ));
             continue;
         };
-        let text = std::fs::read_to_string(file).expect("read");
-        // Code only: a doc comment may point anywhere.
-        let code: String = text
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("//"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        for used in uses(&code) {
-            // A test-only helper may reach anywhere; this checks production code.
-            if used == "tests" {
-                continue;
-            }
-            match layer(&used) {
-                Some(l) if used == own || l < own_layer => {}
-                Some(_) => wrong.push(format!("{}: uses crate::{used}", rel.display())),
-                None => wrong.push(format!("{}: crate::{used} has no layer", rel.display())),
+        // `main.rs` is outside the crate: it names it `mcpmon::`.
+        let prefix = if own == "main" { "mcpmon::" } else { "crate::" };
+        for used in segments_after(&file.code, prefix) {
+            match layers.get(&used) {
+                _ if used == own => {}
+                Some(&l) if l < own_layer => {}
+                Some(_) => wrong.push(format!("{}: uses {prefix}{used}", file.rel.display())),
+                None if prefix == "mcpmon::"
+                    && used.chars().next().is_some_and(char::is_uppercase) => {}
+                None if [
+                    "run",
+                    "run_with",
+                    "http_client",
+                    "REVISION",
+                    "SHUTDOWN_DEADLINE",
+                ]
+                .contains(&used.as_str()) => {}
+                None => wrong.push(format!(
+                    "{}: {prefix}{used} is not in the map",
+                    file.rel.display()
+                )),
             }
         }
     }
@@ -96,11 +300,176 @@ fn every_import_points_down_the_layers() {
     );
 }
 
+/// The sibling modules each file of `folder` uses: `super::x` from a file
+/// directly in it, or `crate::<folder path>::x` from anywhere in it.
+fn sibling_uses(files: &[Source], folder: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let siblings: BTreeSet<String> = std::fs::read_dir(src().join(folder))
+        .expect("folder")
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            let name = p.file_name()?.to_str()?.trim_end_matches(".rs").to_owned();
+            (p.is_dir() || p.extension().is_some_and(|x| x == "rs")).then_some(name)
+        })
+        .filter(|n| n != "mod")
+        .collect();
+    let module_path: Vec<String> = folder
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let absolute = format!("crate::{}::", module_path.join("::"));
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in files {
+        let Ok(inside) = file.rel.strip_prefix(folder) else {
+            continue;
+        };
+        let child = top_module(inside);
+        if child == "mod" {
+            continue;
+        }
+        let direct = inside.components().count() == 1;
+        let mut used = segments_after(&file.code, &absolute);
+        if direct {
+            used.extend(segments_after(&file.code, "super::"));
+        }
+        let edges = graph.entry(child.clone()).or_default();
+        edges.extend(
+            used.into_iter()
+                .filter(|u| *u != child && siblings.contains(u)),
+        );
+    }
+    graph
+}
+
+/// A circle in `graph`, if there is one, as the path around it.
+fn circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn walk(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|p| p == node) {
+            let mut around = path[at..].to_vec();
+            around.push(node.to_owned());
+            return Some(around);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(c) = walk(next, graph, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|n| walk(n, graph, &mut Vec::new(), &mut done))
+}
+
 #[test]
-fn the_checker_sees_a_wrong_import() {
+fn no_folder_has_a_circle_among_its_files() {
+    let files = sources();
+    let folders: BTreeSet<PathBuf> = files
+        .iter()
+        .filter_map(|f| f.rel.parent().filter(|p| !p.as_os_str().is_empty()))
+        .map(Path::to_owned)
+        .collect();
+    assert!(folders.len() >= 8, "{folders:?}");
+    let mut found = Vec::new();
+    for folder in &folders {
+        if let Some(c) = circle(&sibling_uses(&files, folder)) {
+            found.push(format!("{}: {}", folder.display(), c.join(" → ")));
+        }
+    }
+    assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+}
+
+/// Where each HTTP crate may be named. Everything below the layers that
+/// reach servers (redact, config, probe, state) names none; `fleet` and
+/// `init` neither.
+const HTTP_CRATES: &[(&str, &[&str])] = &[
+    // Clients: the layers that reach servers, and what builds their client.
+    (
+        "reqwest",
+        &[
+            "transport",
+            "discovery",
+            "supervise",
+            "oneshot",
+            "app",
+            "main",
+        ],
+    ),
+    ("rmcp", &["transport"]),
+    ("sse_stream", &["transport"]),
+    // hyper's errors are read by the transport; its server runs in output.
+    ("hyper", &["transport", "output"]),
+    // Servers.
+    ("axum", &["output"]),
+    ("hyper_util", &["output"]),
+    ("tower_http", &["output"]),
+    ("tokio_rustls", &["output"]),
+    ("maud", &["output"]),
+];
+
+#[test]
+fn http_crates_are_named_only_where_they_belong() {
+    let mut wrong = Vec::new();
+    for file in sources() {
+        let own = top_module(&file.rel);
+        for (krate, allowed) in HTTP_CRATES {
+            let named = !segments_after(&file.code, &format!("{krate}::")).is_empty();
+            if named && !allowed.contains(&own.as_str()) {
+                wrong.push(format!("{}: names {krate}", file.rel.display()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "HTTP crates out of place:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_checks_see_what_they_look_for() {
+    // Comments and literals are not code.
+    let code = code_only("a // crate::x\nb \"crate::y\" r#\"crate::z\"# '\"' c /* crate::w */ 'a");
+    assert!(!code.contains("crate::"), "{code}");
+    assert!(code.contains("'a"), "a lifetime is kept: {code}");
     assert_eq!(
-        uses("use crate::state::Msg; crate::output::x"),
+        segments_after(
+            "use crate::state::Msg; x::crate::no; crate::output::y",
+            "crate::"
+        ),
         ["state", "output"]
     );
-    assert!(layer("output") > layer("state"));
+    // The map's format.
+    let map =
+        "//! 0. [`redact`]: a.\n//! 2. [`transport`]: b. [`discovery`]:\n//!    c. `fleet`: d.\n";
+    let layers = layers_from_map(map);
+    assert_eq!(layers["redact"], 0);
+    assert_eq!(layers["discovery"], 2);
+    assert_eq!(layers["fleet"], 2);
+    // A circle is found, and a line is not one.
+    let graph = |edges: &[(&str, &str)]| {
+        let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (a, b) in edges {
+            g.entry((*a).to_owned())
+                .or_default()
+                .insert((*b).to_owned());
+        }
+        g
+    };
+    assert!(circle(&graph(&[("a", "b"), ("b", "c")])).is_none());
+    assert_eq!(
+        circle(&graph(&[("a", "b"), ("b", "c"), ("c", "a")])),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
 }

@@ -1,6 +1,6 @@
 //! Every metric mcpmon exports: the families rendered from a snapshot
-//! (declared in [`families`], written through [`text::Writer`] by
-//! [`server`] and [`fleet`]), straight to text, since at 10 000 servers
+//! (declared in `families`, written through [`text::Writer`] by
+//! `server` and `fleet`), straight to text, since at 10 000 servers
 //! that is hundreds of thousands of lines, too many to build as a
 //! `prometheus` crate tree per scrape; and mcpmon's own process series
 //! (reloads, HTTP requests, the shard, `process_*`) in a `prometheus`

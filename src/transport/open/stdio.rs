@@ -1,96 +1,24 @@
-//! Opening a session: spawn or connect, then the handshake the era needs,
-//! all inside one `connect_timeout` counted from when this server's turn
-//! came.
-//!
-//! Under `protocol: auto` the era is detected the way the spec says:
-//! `server/discover` first, and anything but a modern answer (an error, or
-//! no answer in time) means legacy, so `initialize` follows. rmcp's own
-//! detection waits a fixed 10 s for `server/discover`, whatever the
-//! deadline, so a modern server that took 11 s to start was taken for
-//! legacy for the life of the process. Here detection gets four fifths of
-//! the deadline and `initialize` the rest, on the same process (stdio) or a
-//! fresh connection (HTTP). Only a conclusive answer is remembered as the
-//! server's era: a legacy answer after a silent `server/discover` is
-//! detected again next time.
+//! Opening a stdio session: spawn the child, then the handshake on its
+//! pipes, detection and `initialize` on the same process; when a child
+//! fails, its exit and last words are the detail.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientInitializeError, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
-use rmcp::{ClientCacheConfig, ClientLifecycleMode, ClientServiceExt, RoleClient};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
-use super::budget::{Breach, Meter, Metered, MeteredRead};
-use super::child::{self, Child};
-use super::legacy_http::LegacyLink;
-use super::oauth2::TokenSource;
-use super::rmcp_http::RmcpHttp;
-use super::session::{Activity, Carrier, Legacy, MAX_LINE_BYTES, McpSession, Monitor};
-use super::{Era, LinkFailure, OpenError, ServerInfo, truncate};
-use crate::config::{KNOWN_VERSIONS, Protocol, ServerSpec, TransportSpec, is_modern};
-
-/// How the handshake goes.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Plan {
-    /// `server/discover`, then `initialize` if that was not a modern answer.
-    Detect,
-    /// `initialize`, offering this revision.
-    Initialize(ProtocolVersion),
-    /// `server/discover` only.
-    Discover,
-}
-
-impl Plan {
-    /// The plan for a server pinned to `protocol` that spoke `hint` last.
-    pub fn new(protocol: &Protocol, hint: Option<Era>) -> Plan {
-        match (protocol, hint) {
-            (Protocol::Auto, None) => Plan::Detect,
-            (Protocol::Auto, Some(Era::Modern)) => Plan::Discover,
-            (Protocol::Auto, Some(Era::Legacy)) => Plan::Initialize(latest_legacy()),
-            (Protocol::Pinned(v), _) if is_modern(v) => Plan::Discover,
-            (Protocol::Pinned(v), _) => {
-                // Config validation only admits known revisions, so this parses.
-                let version = serde_json::from_value(serde_json::Value::String(v.clone()))
-                    .unwrap_or_else(|_| latest_legacy());
-                Plan::Initialize(version)
-            }
-        }
-    }
-
-    /// The revision a legacy `initialize` offers.
-    pub(super) fn legacy_version(&self) -> ProtocolVersion {
-        match self {
-            Plan::Initialize(v) => v.clone(),
-            _ => latest_legacy(),
-        }
-    }
-}
-
-fn latest_legacy() -> ProtocolVersion {
-    ProtocolVersion::V_2025_11_25
-}
-
-pub(super) fn discover_mode() -> ClientLifecycleMode {
-    ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    }
-}
-
-/// The part of the time left that detection may spend on `server/discover`:
-/// four fifths, leaving the rest (at least a second, when there is one)
-/// for `initialize`.
-pub fn discover_share(left: Duration) -> Duration {
-    let reserve = (left / 5).max(Duration::from_secs(1).min(left / 2));
-    left.saturating_sub(reserve)
-}
-
-/// A duration as people read it, to the millisecond: `1s 499ms`.
-pub(super) fn shown(d: Duration) -> String {
-    humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()
-}
+use super::{
+    Opened, Plan, Started, discover_mode, discover_share, finish, flooded, latest_legacy, shown,
+};
+use crate::config::ServerSpec;
+use crate::transport::budget::{Meter, Metered, MeteredRead};
+use crate::transport::child::{self, Child};
+use crate::transport::session::{Activity, MAX_LINE_BYTES, McpSession, Monitor};
+use crate::transport::{LinkFailure, OpenError, truncate};
 
 /// How a handshake ended, when it did not.
 #[derive(Debug)]
@@ -109,7 +37,11 @@ impl Failed {
     /// One line: what failed and, when detection came first, what it found.
     pub fn describe(&self) -> String {
         let what = match &self.error {
-            Some(e) => format!("{}: {}", self.request, super::error::error_chain(e)),
+            Some(e) => format!(
+                "{}: {}",
+                self.request,
+                crate::transport::error::error_chain(e)
+            ),
             None => format!(
                 "no answer to {} within {}",
                 self.request,
@@ -130,15 +62,6 @@ impl Failed {
                 | Some(ClientInitializeError::TransportError { .. })
         )
     }
-}
-
-/// What detection concluded, with the running service.
-pub(super) struct Opened {
-    /// rmcp's service.
-    pub service: RunningService<RoleClient, Monitor>,
-    /// Whether the era it speaks was settled by an answer (a legacy server
-    /// that let `server/discover` time out is not: it may have been slow).
-    pub conclusive: bool,
 }
 
 /// The handshake over one pair of pipes, `plan` followed until `until`.
@@ -249,7 +172,7 @@ impl Pipes<'_> {
                 });
             }
             Ok(Err(e)) => {
-                let text = truncate(&super::error::error_chain(&e), 300);
+                let text = truncate(&crate::transport::error::error_chain(&e), 300);
                 let failed = Failed {
                     error: Some(e),
                     request: "server/discover",
@@ -287,38 +210,7 @@ impl Pipes<'_> {
     }
 }
 
-/// Why a session could not be opened, when a bound of the inbound budget
-/// ended it.
-pub(super) fn flooded(meter: &Meter) -> Option<OpenError> {
-    let breach: Breach = meter.breach()?;
-    Some(OpenError {
-        failure: breach.failure(),
-        phase: "handshake",
-        detail: breach.describe(meter.budget()),
-    })
-}
-
-impl McpSession {
-    /// Open a session: spawn or connect, then the handshake the era needs,
-    /// all within the server's `connect_timeout`. `hint` is the era this
-    /// server spoke last time, which skips detection under `protocol: auto`.
-    pub async fn open(
-        spec: &ServerSpec,
-        http: &reqwest::Client,
-        hint: Option<Era>,
-    ) -> Result<McpSession, OpenError> {
-        let until = Instant::now() + spec.settings.connect_timeout.0;
-        let plan = Plan::new(&spec.protocol, hint);
-        match &spec.transport {
-            TransportSpec::Stdio { .. } => open_stdio(spec, &plan, until).await,
-            TransportSpec::Http { .. } => {
-                super::open_http::open_http(spec, http, &plan, until).await
-            }
-        }
-    }
-}
-
-async fn open_stdio(
+pub(super) async fn open_stdio(
     spec: &ServerSpec,
     plan: &Plan,
     until: Instant,
@@ -348,14 +240,6 @@ async fn open_stdio(
         _ => (failed, exited),
     };
     Err(stdio_failure(failed, exited).await)
-}
-
-/// A session's parts once its handshake is done.
-pub(super) struct Started {
-    pub(super) opened: Opened,
-    pub(super) child: Option<Child>,
-    pub(super) meter: Arc<Meter>,
-    pub(super) activity: Arc<Activity>,
 }
 
 /// One process, one handshake: the session's parts, or why not (with the
@@ -441,101 +325,3 @@ async fn stdio_failure(failed: Failed, exited: Option<Child>) -> OpenError {
         ),
     }
 }
-
-/// What a Streamable HTTP session is built from, besides the transport.
-pub(super) struct HttpParts {
-    pub(super) client: RmcpHttp,
-    pub(super) tokens: Option<Arc<TokenSource>>,
-    pub(super) static_expiry: Option<std::time::SystemTime>,
-}
-
-/// Who the server said it is, defused: its strings reach logs and labels.
-fn server_info(service: &RunningService<RoleClient, Monitor>) -> ServerInfo {
-    let Some(p) = service.peer().peer_info() else {
-        return ServerInfo::default();
-    };
-    let (name, version) = p
-        .server_info
-        .as_ref()
-        .map(|i| (i.name.clone(), i.version.clone()))
-        .unwrap_or_default();
-    let version_spoken = p.protocol_version.to_string();
-    ServerInfo {
-        // A revision mcpmon does not know is shown as such, not copied: the
-        // server chose that string.
-        protocol_version: if KNOWN_VERSIONS.contains(&version_spoken.as_str()) {
-            version_spoken
-        } else {
-            "unknown".to_owned()
-        },
-        name: truncate(&name, 128),
-        version: truncate(&version, 64),
-    }
-}
-
-/// The session, once the handshake is done. A legacy HTTP session is only
-/// a session id and headers: mcpmon keeps those and lets rmcp's tasks and
-/// channels go (see `legacy_http`).
-pub(super) async fn finish(
-    spec: &ServerSpec,
-    http: Option<&reqwest::Client>,
-    started: Started,
-    parts: Option<HttpParts>,
-    plan: &Plan,
-) -> McpSession {
-    let Started {
-        opened,
-        child,
-        meter,
-        activity,
-    } = started;
-    let service = opened.service;
-    // A monitor must never be answered from a cache.
-    service
-        .peer()
-        .set_response_cache_config(ClientCacheConfig::disabled())
-        .await;
-    let info = server_info(&service);
-    let era = if is_modern(&info.protocol_version) {
-        Era::Modern
-    } else {
-        Era::Legacy
-    };
-    let (tokens, static_expiry) = parts
-        .as_ref()
-        .map_or((None, None), |p| (p.tokens.clone(), p.static_expiry));
-    let lean = match (http, &parts, &spec.transport) {
-        (Some(http), Some(parts), TransportSpec::Http { url, .. }) if era == Era::Legacy => {
-            LegacyLink::take_over(http.clone(), url.clone(), &parts.client, meter.clone())
-                .map(|link| (link, http.clone()))
-        }
-        _ => None,
-    };
-    let link = match lean {
-        Some((link, http)) => {
-            let _ = tokio::time::timeout(Duration::from_secs(2), service.cancel()).await;
-            Carrier::Legacy(Legacy {
-                link: Arc::new(link),
-                spec: Box::new(spec.clone()),
-                http,
-                version: plan.legacy_version(),
-            })
-        }
-        None => Carrier::Rmcp(service),
-    };
-    McpSession {
-        meter,
-        link,
-        child,
-        era,
-        conclusive: opened.conclusive,
-        info,
-        activity,
-        tokens,
-        static_expiry,
-    }
-}
-
-#[cfg(test)]
-#[path = "open_tests.rs"]
-mod tests;

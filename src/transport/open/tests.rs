@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::time::Instant;
 
+use super::stdio::{Failed, handshake};
 use super::*;
 
 /// How a scripted peer answers.

@@ -1,4 +1,4 @@
-//! Opening a Streamable HTTP session (see [`super::open`] for the plan and
+//! Opening a Streamable HTTP session (see [`super`] for the plan and
 //! the deadline it shares): the transport with its headers, bearer or
 //! OAuth token and inbound budget, then the handshake, and on a
 //! non-modern answer to `server/discover` a fresh connection for
@@ -13,16 +13,16 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 use tokio::time::Instant;
 
-use super::budget::{Meter, Metered};
-use super::error::classify_open;
-use super::oauth2::TokenSource;
-use super::open::{
+use super::{
     HttpParts, Opened, Plan, Started, discover_mode, discover_share, finish, flooded, shown,
 };
-use super::rmcp_http::RmcpHttp;
-use super::session::{Activity, MAX_LINE_BYTES, McpSession, Monitor};
-use super::{LinkFailure, OpenError, truncate};
 use crate::config::{ServerSpec, TransportSpec};
+use crate::transport::budget::{Meter, Metered};
+use crate::transport::error::classify_open;
+use crate::transport::oauth2::TokenSource;
+use crate::transport::rmcp_http::RmcpHttp;
+use crate::transport::session::{Activity, MAX_LINE_BYTES, McpSession, Monitor};
+use crate::transport::{LinkFailure, OpenError, truncate};
 
 async fn http_transport(
     spec: &ServerSpec,
@@ -49,7 +49,7 @@ async fn http_transport(
     let mut tokens = None;
     if let Some(token) = bearer_token {
         config = config.auth_header(token.expose().to_owned());
-        static_expiry = super::oauth2::jwt_expiry(token.expose());
+        static_expiry = crate::transport::oauth2::jwt_expiry(token.expose());
     }
     if let Some(o) = oauth2 {
         let source = Arc::new(TokenSource::new(
@@ -194,7 +194,7 @@ impl Remote<'_> {
         if refused.failure == LinkFailure::Unauthenticated
             && let TransportSpec::Http { url, .. } = &self.spec.transport
             && let Some(found) =
-                super::oauth2::protected_resource(self.http, url, &refused.detail).await
+                crate::transport::oauth2::protected_resource(self.http, url, &refused.detail).await
         {
             refused.detail = truncate(&format!("{}; {found}", refused.detail), 600);
         }
