@@ -58,26 +58,34 @@ pub struct ProbeReport {
     pub detail: String,
 }
 
-/// Run one probe against `spec`.
+impl ProbeReport {
+    /// Nothing found yet about server `id`.
+    fn new(id: &str) -> Self {
+        ProbeReport {
+            server: id.to_owned(),
+            era: None,
+            server_info: None,
+            handshake_ms: None,
+            ping_ms: Vec::new(),
+            ping_errors: Vec::new(),
+            tools: Vec::new(),
+            tools_hash: None,
+            tools_invalid: Vec::new(),
+            health_check: None,
+            call: None,
+            state: State::Unknown,
+            reason: Reason::Starting,
+            detail: String::new(),
+        }
+    }
+}
+
+/// Run one probe against `spec`: open, list, ping, check health, call,
+/// and judge it all as the service would.
 pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOptions) -> ProbeReport {
     let s = &spec.settings;
     let mut tracker = Tracker::new(spec, Instant::now());
-    let mut report = ProbeReport {
-        server: spec.id.clone(),
-        era: None,
-        server_info: None,
-        handshake_ms: None,
-        ping_ms: Vec::new(),
-        ping_errors: Vec::new(),
-        tools: Vec::new(),
-        tools_hash: None,
-        tools_invalid: Vec::new(),
-        health_check: None,
-        call: None,
-        state: State::Unknown,
-        reason: Reason::Starting,
-        detail: String::new(),
-    };
+    let mut report = ProbeReport::new(&spec.id);
     let started = Instant::now();
     let session = match McpSession::open(spec, http, None).await {
         Ok(session) => session,
@@ -96,7 +104,48 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
     report.handshake_ms = Some(ms(handshake));
     report.era = Some(session.era());
     report.server_info = Some(session.info().clone());
-    match session.list_tools(s.request_timeout.0).await {
+    list(session, s.request_timeout.0, &mut tracker, &mut report).await;
+    let (era, info) = (session.era(), session.info().clone());
+    tracker.session_opened(era, info, handshake, Instant::now());
+    for _ in 0..opts.pings {
+        let o = probe::liveness::run(session, s.ping_timeout.0).await;
+        match &o.result {
+            Ok(_) => report.ping_ms.push(ms(o.duration)),
+            Err(f) => report.ping_errors.push(tracker.scrub(&f.detail)),
+        }
+        tracker.probe(&o, false, Instant::now());
+    }
+    if report.tools.iter().any(|t| t == &s.health_check_tool) {
+        let hc = HealthCheckSpec::of(s);
+        let o = probe::health_check::run(session, &hc, s.health_check_timeout.0).await;
+        if let Ok(Answer::Health(h)) = &o.result {
+            report.health_check = Some(h.clone());
+        }
+        tracker.probe(&o, false, Instant::now());
+    }
+    if let Some((tool, args)) = &opts.call {
+        let (said, outcome) = call(session, tool, args, s.request_timeout.0, &tracker).await;
+        report.call = Some(said);
+        tracker.probe(&outcome, false, Instant::now());
+    }
+    let j = tracker.judgement(Instant::now());
+    report.state = j.state;
+    report.reason = j.reason;
+    if j.reason != Reason::Ok && report.detail.is_empty() {
+        report.detail = tracker.problem(Instant::now());
+    }
+    boxed.close(Duration::from_secs(2)).await;
+    report
+}
+
+/// List the tools into the report and the tracker.
+async fn list(
+    session: &dyn Session,
+    timeout: Duration,
+    tracker: &mut Tracker,
+    report: &mut ProbeReport,
+) {
+    match session.list_tools(timeout).await {
         Ok(surface) => {
             report.tools = surface.names().map(str::to_owned).collect();
             report.tools_hash = Some(surface.hash.clone());
@@ -109,86 +158,62 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
         }
         Err(e) => report.detail = tracker.scrub(&format!("tools/list: {e}")),
     }
-    tracker.session_opened(
-        session.era(),
-        session.info().clone(),
-        handshake,
-        Instant::now(),
-    );
-    for _ in 0..opts.pings {
-        let o = probe::liveness::run(session, s.ping_timeout.0).await;
-        match &o.result {
-            Ok(_) => report.ping_ms.push(ms(o.duration)),
-            Err(f) => report.ping_errors.push(tracker.scrub(&f.detail)),
-        }
-        tracker.probe(&o, false, Instant::now());
-    }
-    if report.tools.iter().any(|t| t == &s.health_check_tool) {
-        let spec = HealthCheckSpec {
-            tool: &s.health_check_tool,
-            arguments: &s.health_check_arguments,
-            max_fields: s.health_check_max_fields,
-        };
-        let o = probe::health_check::run(session, &spec, s.health_check_timeout.0).await;
-        if let Ok(Answer::Health(h)) = &o.result {
-            report.health_check = Some(h.clone());
-        }
-        tracker.probe(&o, false, Instant::now());
-    }
-    if let Some((tool, args)) = &opts.call {
-        let start = Instant::now();
-        let r = session
-            .call_tool(ToolCall {
-                name: tool.clone(),
-                arguments: args.clone(),
-                timeout: s.request_timeout.0,
-                max: s.request_timeout.0,
-                progress_resets: false,
-                traceparent: Some(probe::trace::new().traceparent),
-            })
-            .await;
-        let took = start.elapsed();
-        report.call = Some(match &r {
-            Ok(res) => {
-                let text: Vec<String> = res
-                    .content
-                    .iter()
-                    .filter_map(|c| c.as_text().map(|t| tracker.scrub(&t.text)))
-                    .collect();
-                if res.is_error == Some(true) {
-                    Err(text.join("\n"))
-                } else {
-                    Ok(text.join("\n"))
-                }
+}
+
+/// Call `tool` once: what it said (its text, or the error), and the
+/// outcome as a tool probe's.
+async fn call(
+    session: &dyn Session,
+    tool: &str,
+    args: &serde_json::Map<String, serde_json::Value>,
+    timeout: Duration,
+    tracker: &Tracker,
+) -> (Result<String, String>, probe::ProbeOutcome) {
+    let start = Instant::now();
+    let r = session
+        .call_tool(ToolCall {
+            name: tool.to_owned(),
+            arguments: args.clone(),
+            timeout,
+            max: timeout,
+            progress_resets: false,
+            traceparent: Some(probe::trace::new().traceparent),
+        })
+        .await;
+    let took = start.elapsed();
+    let said = match &r {
+        Ok(res) => {
+            let text: Vec<String> = res
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| tracker.scrub(&t.text)))
+                .collect();
+            if res.is_error == Some(true) {
+                Err(text.join("\n"))
+            } else {
+                Ok(text.join("\n"))
             }
-            Err(e) => Err(tracker.scrub(&e.to_string())),
-        });
-        let outcome = probe::ProbeOutcome {
-            kind: probe::ProbeKind::Tool,
-            tool: None,
-            duration: took,
-            result: match r {
-                Ok(res) if res.is_error == Some(true) => Err(probe::Failure {
-                    reason: probe::FailureReason::ToolError,
-                    detail: "isError: true".to_owned(),
-                    link_lost: false,
-                    cancelled: None,
-                    retry_after: None,
-                }),
-                Ok(_) => Ok(Answer::Alive),
-                Err(e) => Err(probe::Failure::from_tool_call(&e)),
-            },
-        };
-        tracker.probe(&outcome, false, Instant::now());
-    }
-    let j = tracker.judgement(Instant::now());
-    report.state = j.state;
-    report.reason = j.reason;
-    if j.reason != Reason::Ok && report.detail.is_empty() {
-        report.detail = tracker.problem(Instant::now());
-    }
-    boxed.close(Duration::from_secs(2)).await;
-    report
+        }
+        Err(e) => Err(tracker.scrub(&e.to_string())),
+    };
+    let result = match r {
+        Ok(res) if res.is_error == Some(true) => Err(probe::Failure {
+            reason: probe::FailureReason::ToolError,
+            detail: "isError: true".to_owned(),
+            link_lost: false,
+            cancelled: None,
+            retry_after: None,
+        }),
+        Ok(_) => Ok(Answer::Alive),
+        Err(e) => Err(probe::Failure::from_tool_call(&e)),
+    };
+    let outcome = probe::ProbeOutcome {
+        kind: probe::ProbeKind::Tool,
+        tool: None,
+        duration: took,
+        result,
+    };
+    (said, outcome)
 }
 
 fn ms(d: Duration) -> f64 {

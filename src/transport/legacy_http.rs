@@ -59,6 +59,70 @@ impl Deadlines {
     }
 }
 
+/// Where a call stands against its deadlines: `idle` after the last sign
+/// of life (progress, when it resets), never past `max_at`.
+struct Window {
+    idle_at: Instant,
+    deadlines: Deadlines,
+}
+
+impl Window {
+    fn new(deadlines: Deadlines) -> Self {
+        Window {
+            idle_at: Instant::now() + deadlines.idle,
+            deadlines,
+        }
+    }
+
+    /// When the call gives up unless something comes.
+    fn next(&self) -> Instant {
+        self.idle_at.min(self.deadlines.max_at)
+    }
+
+    /// Which deadline it was, once passed.
+    fn expired(&self) -> CallError {
+        if self.idle_at < self.deadlines.max_at {
+            CallError::Idle
+        } else {
+            CallError::Max
+        }
+    }
+
+    /// A progress notification came.
+    fn progressed(&mut self) {
+        if self.deadlines.resets {
+            self.idle_at = Instant::now() + self.deadlines.idle;
+        }
+    }
+}
+
+/// The answer a call waits for: its id, its progress token, and what to do
+/// with each of its progress notifications.
+struct Wanted<'a> {
+    id: &'a str,
+    progress: Option<u64>,
+    on_progress: &'a (dyn Fn() + Sync),
+}
+
+/// Whether an answer comes as an event stream (`true`) or one JSON message;
+/// anything else is no answer.
+fn is_stream(response: &reqwest::Response) -> Result<bool, CallError> {
+    let kind = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    match kind {
+        Some(t) if t.starts_with("application/json") => Ok(false),
+        Some(t) if t.starts_with("text/event-stream") => Ok(true),
+        other => Err(RequestError::Transport(format!(
+            "HTTP {} with content type {:?}, not an answer",
+            response.status(),
+            other.unwrap_or("none")
+        ))
+        .into()),
+    }
+}
+
 /// Why a lean request ended without a result.
 #[derive(Debug)]
 pub enum CallError {
@@ -220,59 +284,51 @@ impl LegacyLink {
             msg["params"] = p;
         }
         let body = msg.to_string();
-        let mut idle_at = Instant::now() + deadlines.idle;
-        let next = |idle_at: Instant| idle_at.min(deadlines.max_at);
-        let expiry = |idle_at: Instant| {
-            if idle_at < deadlines.max_at {
-                CallError::Idle
-            } else {
-                CallError::Max
-            }
-        };
+        let window = Window::new(deadlines);
         let again = super::reset::idempotent(method);
-        let mut response = match self.post(&body, next(idle_at), again).await {
-            Err(CallError::Idle) => return Err(expiry(idle_at)),
+        let response = match self.post(&body, window.next(), again).await {
+            Err(CallError::Idle) => return Err(window.expired()),
             r => r?,
         };
         refusal(&response)?;
-        let sse = match response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-        {
-            Some(t) if t.starts_with("application/json") => false,
-            Some(t) if t.starts_with("text/event-stream") => true,
-            other => {
-                return Err(RequestError::Transport(format!(
-                    "HTTP {} with content type {:?}, not an answer",
-                    response.status(),
-                    other.unwrap_or("none")
-                ))
-                .into());
-            }
+        let sse = is_stream(&response)?;
+        let wanted = Wanted {
+            id,
+            progress,
+            on_progress,
         };
+        self.read_answer(response, sse, &wanted, window).await
+    }
+
+    /// Read an answer body, a JSON message or an event stream, chunk by
+    /// chunk within the budget, until the answer to `wanted` comes.
+    async fn read_answer(
+        &self,
+        mut response: reqwest::Response,
+        sse: bool,
+        wanted: &Wanted<'_>,
+        mut window: Window,
+    ) -> Result<Value, CallError> {
         // A flood ends the request as a closed transport; the session's
         // death names the budget it broke.
         let flooded = || CallError::Request(RequestError::Closed);
         let mut body: Vec<u8> = Vec::new();
         let mut stream = SseBuffer::default();
         loop {
-            let chunk = match tokio::time::timeout_at(next(idle_at), response.chunk()).await {
-                Err(_) => return Err(expiry(idle_at)),
+            let chunk = match tokio::time::timeout_at(window.next(), response.chunk()).await {
+                Err(_) => return Err(window.expired()),
                 Ok(Err(e)) => return Err(super::error::classify_transport(&e).into()),
                 Ok(Ok(c)) => c,
             };
             let Some(chunk) = chunk else {
                 if sse {
-                    return Err(RequestError::Transport(
-                        "the stream ended without the answer".to_owned(),
-                    )
-                    .into());
+                    let ended = "the stream ended without the answer".to_owned();
+                    return Err(RequestError::Transport(ended).into());
                 }
                 if !self.meter.message(Instant::now()) {
                     return Err(flooded());
                 }
-                return match seen(&body, id, progress) {
+                return match seen(&body, wanted.id, wanted.progress) {
                     Seen::Answer(a) => a.map_err(CallError::Request),
                     _ => Err(RequestError::Unexpected.into()),
                 };
@@ -282,11 +338,8 @@ impl LegacyLink {
             }
             let held = if sse { stream.pending() } else { body.len() };
             if held + chunk.len() > MAX_MESSAGE_BYTES {
-                return Err(RequestError::Transport(format!(
-                    "a message over {} MiB",
-                    MAX_MESSAGE_BYTES >> 20
-                ))
-                .into());
+                let over = format!("a message over {} MiB", MAX_MESSAGE_BYTES >> 20);
+                return Err(RequestError::Transport(over).into());
             }
             if !sse {
                 body.extend_from_slice(&chunk);
@@ -301,13 +354,11 @@ impl LegacyLink {
                 if data.is_empty() {
                     continue;
                 }
-                match seen(&data, id, progress) {
+                match seen(&data, wanted.id, wanted.progress) {
                     Seen::Answer(a) => return a.map_err(CallError::Request),
                     Seen::Progress => {
-                        on_progress();
-                        if deadlines.resets {
-                            idle_at = Instant::now() + deadlines.idle;
-                        }
+                        (wanted.on_progress)();
+                        window.progressed();
                     }
                     Seen::ToolsChanged => self.meter.note_tools_changed(),
                     Seen::Request if !self.meter.dropped_request(now) => return Err(flooded()),

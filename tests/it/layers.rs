@@ -13,9 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-}
+use crate::support::source::{Source, code_only, sources, src, top_module};
 
 /// The layers as `src/lib.rs` lists them: lines `//! N. ` naming modules
 /// in backticks before their first colon.
@@ -62,93 +60,6 @@ fn name_modules(text: &str, layer: u8, out: &mut BTreeMap<String, u8>) {
     }
 }
 
-/// `text` with comments and the contents of string and char literals
-/// blanked out, lines kept.
-fn code_only(text: &str) -> String {
-    let b: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    let ident = |c: char| c.is_alphanumeric() || c == '_';
-    while i < b.len() {
-        let c = b[i];
-        let next = b.get(i + 1).copied();
-        if c == '/' && next == Some('/') {
-            while i < b.len() && b[i] != '\n' {
-                i += 1;
-            }
-        } else if c == '/' && next == Some('*') {
-            let mut depth = 0;
-            while i < b.len() {
-                if b[i] == '/' && b.get(i + 1) == Some(&'*') {
-                    depth += 1;
-                    i += 2;
-                } else if b[i] == '*' && b.get(i + 1) == Some(&'/') {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    if b[i] == '\n' {
-                        out.push('\n');
-                    }
-                    i += 1;
-                }
-            }
-        } else if c == '"' {
-            // A raw string: `r`, hashes, quote (the `r` not ending a name).
-            let mut hashes = 0;
-            while i > hashes && b[i - hashes - 1] == '#' {
-                hashes += 1;
-            }
-            let r_at = i.checked_sub(hashes + 1);
-            let raw = r_at.is_some_and(|r| {
-                b[r] == 'r'
-                    && (r == 0
-                        || !ident(b[r - 1])
-                        || (b[r - 1] == 'b' && (r == 1 || !ident(b[r - 2]))))
-            });
-            out.push('"');
-            i += 1;
-            while i < b.len() {
-                if !raw && b[i] == '\\' {
-                    i += 2;
-                    continue;
-                }
-                if b[i] == '"' && (0..hashes).all(|k| b.get(i + 1 + k) == Some(&'#')) {
-                    i += 1 + if raw { hashes } else { 0 };
-                    out.push('"');
-                    break;
-                }
-                if b[i] == '\n' {
-                    out.push('\n');
-                }
-                i += 1;
-            }
-        } else if c == '\'' {
-            // A char literal ('x', '\n', '\u{..}'), or a lifetime (kept).
-            if next == Some('\\') {
-                i += 2;
-                while i < b.len() && b[i] != '\'' {
-                    i += 1;
-                }
-                i += 1;
-                out.push_str("' '");
-            } else if b.get(i + 2) == Some(&'\'') {
-                i += 3;
-                out.push_str("' '");
-            } else {
-                out.push(c);
-                i += 1;
-            }
-        } else {
-            out.push(c);
-            i += 1;
-        }
-    }
-    out
-}
-
 /// Every `prefix<name>` path segment used in `code`, `prefix` not part of a
 /// longer name.
 fn segments_after(code: &str, prefix: &str) -> Vec<String> {
@@ -170,63 +81,6 @@ fn segments_after(code: &str, prefix: &str) -> Vec<String> {
         }
     }
     out
-}
-
-/// A production source file of the crate, its text without comments and
-/// literals.
-struct Source {
-    /// Relative to `src/`.
-    rel: PathBuf,
-    code: String,
-}
-
-fn is_test_file(rel: &Path) -> bool {
-    let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    name == "tests.rs" || name == "testing.rs" || name == "fake.rs" || name.ends_with("_tests.rs")
-}
-
-fn sources() -> Vec<Source> {
-    fn visit(dir: &Path, files: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).expect("read src") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                visit(&path, files);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
-    let root = src();
-    let mut files = Vec::new();
-    visit(&root, &mut files);
-    files.sort();
-    files
-        .into_iter()
-        .map(|path| {
-            let rel = path.strip_prefix(&root).expect("under src").to_owned();
-            let text = std::fs::read_to_string(&path).expect("read");
-            // In-file test modules are tests: cut at the first one.
-            let text = match text.find("#[cfg(test)]\nmod tests {") {
-                Some(at) => text[..at].to_owned(),
-                None => text,
-            };
-            Source {
-                rel,
-                code: code_only(&text),
-            }
-        })
-        .filter(|s| !is_test_file(&s.rel))
-        .collect()
-}
-
-/// The top-level module a file belongs to (`transport/open.rs` → `transport`).
-fn top_module(rel: &Path) -> String {
-    let first = rel.components().next().expect("a component");
-    first
-        .as_os_str()
-        .to_string_lossy()
-        .trim_end_matches(".rs")
-        .to_owned()
 }
 
 #[test]

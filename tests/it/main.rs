@@ -25,6 +25,7 @@ mod prometheus;
 mod redaction;
 mod reload;
 mod security;
+mod shape;
 mod sharding;
 mod status_page;
 mod third_party;

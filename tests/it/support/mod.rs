@@ -1,7 +1,8 @@
 //! Shared helpers for the integration tests, by what they start: mcpmon
 //! in-process ([`in_process`]) or as the real binary ([`binary`]), servers
 //! ([`servers`]), processes ([`procs`]), certificates ([`certs`]), external
-//! tools ([`tools`]) and Prometheus ([`prometheus`]). Every wait is bounded
+//! tools ([`tools`]) and Prometheus ([`prometheus`]); and the crate's own
+//! source ([`source`]), read for the house rules. Every wait is bounded
 //! polling, never a bare sleep as synchronisation.
 
 #[macro_use]
@@ -14,6 +15,7 @@ mod paths;
 mod procs;
 mod prometheus;
 mod servers;
+pub mod source;
 mod tools;
 
 pub use binary::*;

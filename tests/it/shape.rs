@@ -1,0 +1,128 @@
+//! The shape of the code, checked: a file is read top to bottom, a function
+//! on one screen or two. Outside tests no source file is over 600 lines
+//! and no function over 100; an in-file test module over 200 lines moves
+//! to a sibling file. (Test files and test modules are not held to the
+//! first two: a table of cases is long by nature.)
+
+use crate::support::source::{Source, sources};
+
+/// Most lines of a source file, its in-file tests cut off.
+const MAX_FILE: usize = 600;
+/// Most lines of a function, from `fn` to its closing brace.
+const MAX_FN: usize = 100;
+/// Most lines of an in-file test module.
+const MAX_IN_FILE_TESTS: usize = 200;
+
+/// Functions allowed to be longer, each with why. Empty: keep it so, or
+/// say here why a function cannot be cut.
+const LONG_FNS: &[(&str, &str, &str)] = &[];
+
+/// Each function in `code` (comments and literals blanked out): its name,
+/// the line of its `fn` (1-based) and its length in lines. Declarations
+/// without a body (in traits) are left out.
+fn functions(code: &str) -> Vec<(String, usize, usize)> {
+    let bytes = code.as_bytes();
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(found) = code[from..].find("fn ") {
+        let at = from + found;
+        from = at + 3;
+        if at > 0 && ident(bytes[at - 1]) {
+            continue;
+        }
+        let name: String = code[from..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            continue; // A `fn(..)` pointer type.
+        }
+        // The body opens at the first `{` outside parentheses and brackets;
+        // a `;` first means there is none.
+        let mut depth = 0i32;
+        let mut open = None;
+        for (i, b) in bytes.iter().enumerate().skip(from) {
+            match b {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b';' if depth == 0 => break,
+                b'{' if depth == 0 => {
+                    open = Some(i);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let Some(open) = open else {
+            continue;
+        };
+        let mut braces = 0i32;
+        let close = bytes[open..].iter().position(|b| {
+            match b {
+                b'{' => braces += 1,
+                b'}' => braces -= 1,
+                _ => {}
+            }
+            braces == 0
+        });
+        let Some(close) = close else {
+            continue;
+        };
+        out.push((name, line_of(at), line_of(open + close) - line_of(at) + 1));
+    }
+    out
+}
+
+fn problems(files: &[Source]) -> Vec<String> {
+    let mut found = Vec::new();
+    for f in files {
+        let path = f.rel.display();
+        let lines = f.text.lines().count();
+        if lines > MAX_FILE {
+            found.push(format!("{path}: {lines} lines (at most {MAX_FILE})"));
+        }
+        if f.in_file_tests > MAX_IN_FILE_TESTS {
+            found.push(format!(
+                "{path}: an in-file test module of {} lines (at most {MAX_IN_FILE_TESTS}: move it beside)",
+                f.in_file_tests
+            ));
+        }
+        for (name, line, length) in functions(&f.code) {
+            let allowed = LONG_FNS
+                .iter()
+                .any(|(file, func, _)| f.rel.ends_with(file) && *func == name);
+            if length > MAX_FN && !allowed {
+                found.push(format!(
+                    "{path}:{line}: fn {name} is {length} lines (at most {MAX_FN})"
+                ));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_file_over_600_lines_and_no_function_over_100() {
+    let files = sources();
+    assert!(files.len() >= 40, "{} files", files.len());
+    let found = problems(&files);
+    assert!(found.is_empty(), "too long:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_measure_finds_functions_and_their_length() {
+    let code = "trait T {\n    fn declared(&self);\n}\nfn short() {\n}\n\
+                pub async fn spread<F: Fn(u8)>(f: F) -> [u8; 2]\nwhere\n    F: Copy,\n{\n    let x = { 1 };\n    f(x);\n    [x, x]\n}\n\
+                fn takes(p: fn(u8) -> u8) {}\n";
+    let found = functions(code);
+    assert_eq!(
+        found,
+        [
+            ("short".to_owned(), 4, 2),
+            ("spread".to_owned(), 6, 8),
+            ("takes".to_owned(), 14, 1),
+        ]
+    );
+}
