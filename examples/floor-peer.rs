@@ -17,6 +17,9 @@
 //!
 //! Prints one JSON line in the shape of bench/peers/raw-peer.py.
 
+// CPU time comes from getrusage(2), which has no safe std form.
+#![allow(unsafe_code)]
+
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};

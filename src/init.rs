@@ -9,6 +9,10 @@
 //! signals, reap everything, exit with mcpmon's status) and the child goes
 //! on to be mcpmon. Anywhere else this does nothing.
 
+// The kernel calls here (fork, signal handlers and waitpid have no safe std form); every
+// unsafe block says why it is sound.
+#![allow(unsafe_code)]
+
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The forked mcpmon, for the signal handler.
@@ -27,7 +31,7 @@ const FORWARDED: [libc::c_int; 6] = [
 extern "C" fn forward(signal: libc::c_int) {
     let child = CHILD.load(Ordering::Relaxed);
     if child > 0 {
-        // kill(2) is async-signal-safe.
+        // SAFETY: kill(2) is async-signal-safe.
         unsafe {
             libc::kill(child, signal);
         }

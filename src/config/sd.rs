@@ -184,7 +184,7 @@ pub fn parse_entries(
     origin: &Path,
     text: &str,
     global: &TunablesFile,
-    source: &EntrySource,
+    source: &EntrySource<'_>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Entries, ConfigError> {
     super::validate::parse_entries(origin, text, global, source, env)

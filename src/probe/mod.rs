@@ -20,7 +20,8 @@ use std::time::Duration;
 use crate::transport::{RequestError, ToolCallError};
 
 /// What was probed; the `probe` label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum ProbeKind {
     /// Legacy liveness: `ping`.
     Ping,
@@ -35,12 +36,7 @@ pub enum ProbeKind {
 impl ProbeKind {
     /// The label value.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ProbeKind::Ping => "ping",
-            ProbeKind::Discover => "discover",
-            ProbeKind::HealthCheck => "health_check",
-            ProbeKind::Tool => "tool",
-        }
+        self.into()
     }
 
     /// Whether this is a liveness probe (its latency is what "slow" means).
@@ -50,7 +46,8 @@ impl ProbeKind {
 }
 
 /// Why a probe failed: bounded, safe as a label value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum FailureReason {
     /// No answer before the deadline.
     Timeout,
@@ -79,24 +76,13 @@ pub enum FailureReason {
 impl FailureReason {
     /// The label value.
     pub fn as_str(self) -> &'static str {
-        match self {
-            FailureReason::Timeout => "timeout",
-            FailureReason::Closed => "closed",
-            FailureReason::Unreachable => "unreachable",
-            FailureReason::Unauthenticated => "unauthenticated",
-            FailureReason::Forbidden => "forbidden",
-            FailureReason::Throttled => "throttled",
-            FailureReason::Transport => "transport",
-            FailureReason::RpcError => "rpc_error",
-            FailureReason::InvalidResult => "invalid_result",
-            FailureReason::ToolError => "tool_error",
-            FailureReason::Unreadable => "unreadable",
-        }
+        self.into()
     }
 }
 
 /// Which deadline cancelled a synthetic tool call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Deadline {
     /// No answer and no progress for the request timeout.
     RequestTimeout,
@@ -107,10 +93,7 @@ pub enum Deadline {
 impl Deadline {
     /// The label value.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Deadline::RequestTimeout => "request_timeout",
-            Deadline::MaxRequestTimeout => "max_request_timeout",
-        }
+        self.into()
     }
 }
 
@@ -220,5 +203,28 @@ impl ProbeOutcome {
     /// Whether the transport is gone.
     pub fn link_lost(&self) -> bool {
         matches!(&self.result, Err(f) if f.link_lost)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strum::VariantArray;
+
+    /// Label values are a contract with dashboards and alerts: derived
+    /// names must stay what they were.
+    #[test]
+    fn label_values_are_the_documented_ones() {
+        let names = |all: &[&'static str]| all.join(",");
+        let kinds: Vec<&str> = ProbeKind::VARIANTS.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names(&kinds), "ping,discover,health_check,tool");
+        let reasons: Vec<&str> = FailureReason::VARIANTS.iter().map(|r| r.as_str()).collect();
+        assert_eq!(
+            names(&reasons),
+            "timeout,closed,unreachable,unauthenticated,forbidden,throttled,transport,\
+             rpc_error,invalid_result,tool_error,unreadable"
+        );
+        let deadlines: Vec<&str> = Deadline::VARIANTS.iter().map(|d| d.as_str()).collect();
+        assert_eq!(names(&deadlines), "request_timeout,max_request_timeout");
     }
 }

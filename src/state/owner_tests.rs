@@ -46,7 +46,7 @@ fn running_counts_match_a_full_walk_through_events_and_removals() {
         was_open: true,
     };
     type Step<'a> = Box<dyn Fn(&mut Owner) + 'a>;
-    let steps: Vec<Step> = vec![
+    let steps: Vec<Step<'_>> = vec![
         Box::new(|o| add(o, &spec("s0"), now)),
         Box::new(|o| add(o, &spec("s1"), now)),
         Box::new(|o| event(o, "s0", opened(), now)),

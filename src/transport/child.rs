@@ -7,6 +7,10 @@
 //! the whole group so wrappers such as `npx`, `uv run` or `sh -c` leave no
 //! orphan behind.
 
+// The kernel calls here (a pre-exec prctl and killpg of the child's group have no safe std form); every
+// unsafe block says why it is sound.
+#![allow(unsafe_code)]
+
 use std::collections::VecDeque;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};

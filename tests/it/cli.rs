@@ -254,9 +254,7 @@ fn service_runs_from_the_command_line_and_stops_on_sigterm() {
     });
     assert!(!pids_with_marker(&mark).is_empty());
 
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
+    kill(&[child.id() as i32], libc::SIGTERM);
     let start = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().expect("wait") {
@@ -369,9 +367,7 @@ fn logs_to_a_pipe_are_plain_and_an_unreachable_server_is_not_an_error() {
         );
         pump(&mut lines);
     }
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
+    kill(&[child.id() as i32], libc::SIGTERM);
     let _ = child.wait();
     pump(&mut lines);
     let all = lines.join("\n");
@@ -437,9 +433,7 @@ fn json_log_fields_are_the_documented_ones() {
             seen.push(serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l}")));
         }
     }
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
+    kill(&[child.id() as i32], libc::SIGTERM);
     let _ = child.wait();
     for v in &seen {
         for key in ["timestamp", "level", "target"] {

@@ -321,9 +321,7 @@ async fn nginx_upstreams_written_from_mcpmon_route_around_a_dead_server() {
             .contains(&format!("server 127.0.0.1:{} down;", s2.port))
     );
     let master = nginx.child.id().expect("nginx pid") as i32;
-    unsafe {
-        libc::kill(master, libc::SIGHUP);
-    }
+    kill(&[master], libc::SIGHUP);
     until_answering(&c, &url, &["demo-s1"], "s2 routed around").await;
 
     // mcpmon gone: the generator leaves the last good file, nginx keeps serving.

@@ -8,7 +8,7 @@ pub(in crate::config) fn parse_entries(
     origin: &Path,
     text: &str,
     global: &TunablesFile,
-    source: &super::EntrySource,
+    source: &super::EntrySource<'_>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<super::Entries, ConfigError> {
     let whole = |line, column, message: &str| ConfigError {
@@ -141,7 +141,7 @@ impl<'a> Validator<'a> {
         entry: Entry<'a>,
         i: usize,
         global: &TunablesFile,
-        source: &super::EntrySource,
+        source: &super::EntrySource<'_>,
         seen: &mut HashSet<String>,
         servers: &mut Vec<(ServerSpec, String)>,
     ) -> Option<super::Rejected> {

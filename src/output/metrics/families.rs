@@ -12,7 +12,7 @@ macro_rules! families {
         /// A family rendered from a snapshot, in exposition order.
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub enum Family {
-            $($(#[doc = $doc])* $variant,)*
+            $($(#[doc = $doc])* #[doc = $help] $variant,)*
         }
 
         impl Family {

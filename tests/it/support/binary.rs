@@ -153,9 +153,7 @@ impl Binary {
     }
 
     pub fn signal(&self, sig: i32) {
-        unsafe {
-            libc::kill(self.pid(), sig);
-        }
+        kill(&[self.pid()], sig);
     }
 
     /// Wait for exit, bounded; returns the status.

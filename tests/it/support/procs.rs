@@ -47,12 +47,24 @@ pub async fn wait_pids(marker: &str, within: Duration) -> Vec<i32> {
     panic!("no process with marker {marker} within {within:?}");
 }
 
+/// Send `signal` to each of `pids`. The tests' only way to signal a
+/// process: kill(2) has no safe std form for signals other than SIGKILL.
+#[allow(unsafe_code)]
 pub fn kill(pids: &[i32], signal: i32) {
     for &pid in pids {
-        // SAFETY: plain syscall on a pid we found.
+        // SAFETY: a plain syscall on a pid; a gone process is ESRCH.
         unsafe {
             libc::kill(pid, signal);
         }
+    }
+}
+
+/// Send `signal` to process group `pgid` (a server and its children).
+#[allow(unsafe_code)]
+pub fn killpg(pgid: i32, signal: i32) {
+    // SAFETY: a plain syscall on a group id; a gone group is ESRCH.
+    unsafe {
+        libc::killpg(pgid, signal);
     }
 }
 

@@ -30,9 +30,7 @@ impl Spawned {
     pub async fn kill(&mut self) {
         if let Some(pid) = self.child.id() {
             // Kill the whole group: wrappers such as npx must not survive.
-            unsafe {
-                libc::killpg(pid as i32, libc::SIGKILL);
-            }
+            killpg(pid as i32, libc::SIGKILL);
         }
         let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
     }
@@ -41,9 +39,7 @@ impl Spawned {
 impl Drop for Spawned {
     fn drop(&mut self) {
         if let Some(pid) = self.child.id() {
-            unsafe {
-                libc::killpg(pid as i32, libc::SIGKILL);
-            }
+            killpg(pid as i32, libc::SIGKILL);
         }
     }
 }
