@@ -65,6 +65,8 @@ families! {
         "Unix time the current session opened.";
     LastCheck: "gauge" "mcpmon_server_last_check_timestamp_seconds" ["server"]
         "Unix time of the last probe result.";
+    ConsecutiveFailures: "gauge" "mcpmon_server_consecutive_failures" ["server"]
+        "Liveness probes and connection attempts that failed in a row, until a liveness answer.";
     StateChanges: "counter" "mcpmon_server_state_changes_total" ["server"]
         "State transitions of the server.";
     Probes: "counter" "mcpmon_probes_total" ["probe", "server"]

@@ -102,6 +102,10 @@ fn descriptive(server: (&str, &str), r: &ServerRecord, x: Exposition, w: &mut Wr
     if let (Some(n), true) = (v.child_rss, x.detail) {
         w.sample(Family::ChildRss, &[server], n);
     }
+    if x.detail {
+        let failures = r.status.consecutive_failures;
+        w.sample(Family::ConsecutiveFailures, &[server], failures);
+    }
 }
 
 /// Counters of probes, failures, reconnects and closes.
