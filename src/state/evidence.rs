@@ -445,15 +445,12 @@ impl Tracker {
             Reason::HealthCheckDegraded => "health_check said degraded".to_owned(),
             Reason::HealthCheckUnhealthy => "health_check said unhealthy".to_owned(),
             Reason::HealthCheckFailed | Reason::HealthCheckUnreadable => p.health.clone(),
-            Reason::Exited
-            | Reason::Unreachable
-            | Reason::ConnectFailed
-            | Reason::HandshakeFailed
-            | Reason::Unauthenticated
-            | Reason::Forbidden
-            | Reason::Throttled
-            | Reason::RequestFlood
-            | Reason::MessageFlood => p.link.clone(),
+            // Every reason a link fails for is told by the link's own words
+            // (a test holds each other reason to an arm of its own).
+            r => {
+                debug_assert!(r.link_failure().is_some(), "{r:?} has no detail");
+                p.link.clone()
+            }
         };
         if self.awaiting_liveness && self.link == Link::Up && !text.is_empty() {
             return format!("{text}; a new session is open, waiting for its first liveness answer");

@@ -506,3 +506,17 @@ fn text_from_outside_is_bounded() {
     let long = "x".repeat(10_000);
     assert!(t.scrub(&long).len() <= 504);
 }
+
+#[test]
+fn only_link_reasons_are_told_by_the_links_words() {
+    let mut t = Tracker::new(&spec("a"), Instant::now());
+    t.problems.link = "LINK".to_owned();
+    for &r in Reason::ALL {
+        let told = t.detail_for(r, Instant::now());
+        if r.link_failure().is_some() {
+            assert_eq!(told, "LINK", "{r:?}");
+        } else {
+            assert_ne!(told, "LINK", "{r:?} needs an arm of its own in detail_for");
+        }
+    }
+}

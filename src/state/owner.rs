@@ -194,7 +194,7 @@ impl Owner {
         let tools: Vec<String> = spec.tool_probes.iter().map(|t| t.tool.clone()).collect();
         let record = ServerRecord {
             status: tracker.status().clone(),
-            series: Series::new(&probe_kinds(spec), link_reasons(spec), &tools),
+            series: Series::new(&probe_kinds(spec), &link_reasons(spec), &tools),
         };
         count(&mut self.counts, record.status.status, 1);
         if let Some(old) = self.snap.servers.insert(id.clone(), Arc::new(record)) {
@@ -306,25 +306,17 @@ fn record_tools(
     series.tools_invalid = invalid;
 }
 
-/// The reasons a session of this transport can be rebuilt for.
-fn link_reasons(spec: &ServerSpec) -> &'static [Reason] {
-    match spec.transport {
-        TransportSpec::Stdio { .. } => &[
-            Reason::Exited,
-            Reason::ConnectFailed,
-            Reason::HandshakeFailed,
-            Reason::Stuck,
-        ],
-        TransportSpec::Http { .. } => &[
-            Reason::Unreachable,
-            Reason::ConnectFailed,
-            Reason::HandshakeFailed,
-            Reason::Unauthenticated,
-            Reason::Forbidden,
-            Reason::Throttled,
-            Reason::Stuck,
-        ],
-    }
+/// The reasons a session of this transport can be rebuilt for: the link
+/// failures that apply to it, and being judged stuck.
+fn link_reasons(spec: &ServerSpec) -> Vec<Reason> {
+    use strum::VariantArray;
+    let stdio = matches!(spec.transport, TransportSpec::Stdio { .. });
+    crate::transport::LinkFailure::VARIANTS
+        .iter()
+        .filter(|f| f.applies_to(stdio))
+        .map(|f| Reason::from(*f))
+        .chain([Reason::Stuck])
+        .collect()
 }
 
 fn log_transition(id: &str, t: Transition, detail: &str) {

@@ -131,6 +131,23 @@ pub enum LinkFailure {
     MessageFlood,
 }
 
+impl LinkFailure {
+    /// Whether a session over stdio (`stdio`) or HTTP can end, or fail to
+    /// open, for this: the reasons its reconnect counter is declared for
+    /// from zero. (A flood is counted when it happens.)
+    pub fn applies_to(self, stdio: bool) -> bool {
+        match self {
+            LinkFailure::Exited => stdio,
+            LinkFailure::Unreachable
+            | LinkFailure::Unauthenticated
+            | LinkFailure::Forbidden
+            | LinkFailure::Throttled => !stdio,
+            LinkFailure::ConnectFailed | LinkFailure::HandshakeFailed => true,
+            LinkFailure::RequestFlood | LinkFailure::MessageFlood => false,
+        }
+    }
+}
+
 /// Why opening a session failed.
 #[derive(Debug, thiserror::Error)]
 #[error("{phase}: {detail}")]
