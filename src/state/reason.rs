@@ -84,8 +84,11 @@ pub enum Reason {
     Exited,
     /// Connection refused, reset, or DNS failure.
     Unreachable,
-    /// Could not start or connect (spawn failure, TLS, HTTP error).
+    /// Could not start or connect (spawn failure, HTTP error).
     ConnectFailed,
+    /// The TLS handshake refused the server's certificate (expired, for
+    /// another name, from an unknown authority).
+    TlsFailed,
     /// Connected, but the MCP handshake failed or timed out.
     HandshakeFailed,
     /// The server wants credentials, or refused the ones configured (401).
@@ -138,6 +141,7 @@ impl From<LinkFailure> for Reason {
             LinkFailure::Exited => Reason::Exited,
             LinkFailure::Unreachable => Reason::Unreachable,
             LinkFailure::ConnectFailed => Reason::ConnectFailed,
+            LinkFailure::TlsFailed => Reason::TlsFailed,
             LinkFailure::HandshakeFailed => Reason::HandshakeFailed,
             LinkFailure::Unauthenticated => Reason::Unauthenticated,
             LinkFailure::Forbidden => Reason::Forbidden,

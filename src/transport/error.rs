@@ -115,8 +115,11 @@ pub enum LinkFailure {
     Exited,
     /// Connection refused, reset, or the name does not resolve.
     Unreachable,
-    /// Could not spawn or connect (TLS, HTTP error).
+    /// Could not spawn or connect (an HTTP error, a protocol violation).
     ConnectFailed,
+    /// The TLS handshake refused the server: its certificate is expired,
+    /// for another name, or from an unknown authority.
+    TlsFailed,
     /// Connected, but the handshake failed or timed out.
     HandshakeFailed,
     /// The server wants credentials, or refused the ones sent (HTTP 401).
@@ -141,7 +144,8 @@ impl LinkFailure {
             LinkFailure::Unreachable
             | LinkFailure::Unauthenticated
             | LinkFailure::Forbidden
-            | LinkFailure::Throttled => !stdio,
+            | LinkFailure::Throttled
+            | LinkFailure::TlsFailed => !stdio,
             LinkFailure::ConnectFailed | LinkFailure::HandshakeFailed => true,
             LinkFailure::RequestFlood | LinkFailure::MessageFlood => false,
         }
@@ -259,17 +263,19 @@ pub(super) fn classify_transport(e: &(dyn std::error::Error + 'static)) -> Reque
 pub(super) fn classify_open(e: &rmcp::service::ClientInitializeError) -> OpenError {
     use rmcp::service::ClientInitializeError as E;
     // `TransportError` keeps its cause in a field that is not a `source()`.
-    let (class, detail) = match e {
+    let (class, detail, tls) = match e {
         E::TransportError { error, context } => {
             // The transport's own text is its Rust type name; skip to the cause.
             let inner: &(dyn std::error::Error + 'static) = error.error.as_ref();
             let class = classify_transport(inner);
-            (Some(class), format!("{context}: {}", error_chain(inner)))
+            let detail = format!("{context}: {}", error_chain(inner));
+            (Some(class), detail, tls_refused(inner))
         }
-        _ => (None, error_chain(e)),
+        _ => (None, error_chain(e), false),
     };
     let detail = truncate(&detail, 300);
     let (reason, phase) = match class {
+        Some(_) if tls => (LinkFailure::TlsFailed, "connect"),
         Some(RequestError::Unreachable(_)) => (LinkFailure::Unreachable, "connect"),
         Some(RequestError::Unauthenticated(_)) => (LinkFailure::Unauthenticated, "connect"),
         Some(RequestError::Forbidden(_)) => (LinkFailure::Forbidden, "connect"),
@@ -282,6 +288,27 @@ pub(super) fn classify_open(e: &rmcp::service::ClientInitializeError) -> OpenErr
         phase,
         detail,
     }
+}
+
+/// Whether rustls refused the handshake somewhere in `e`'s causes. It
+/// travels inside an `io::Error` (at times inside two), whose `source()`
+/// skips what it wraps.
+fn tls_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(e);
+    while let Some(err) = source {
+        let mut wrapped = Some(err);
+        while let Some(w) = wrapped {
+            if w.downcast_ref::<rustls::Error>().is_some() {
+                return true;
+            }
+            let inner = w
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref());
+            wrapped = inner.map(|i| i as &(dyn std::error::Error + 'static));
+        }
+        source = next_source(err);
+    }
+    false
 }
 
 /// `error: cause: cause`, as one line.

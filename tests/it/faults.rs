@@ -547,7 +547,7 @@ async fn unresolvable_name_and_untrusted_certificate() {
         &mon,
         "selfsigned",
         "unhealthy",
-        Some("connect_failed"),
+        Some("tls_failed"),
         PATIENCE,
     )
     .await;
