@@ -226,7 +226,7 @@ pub fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
     Ok(out)
 }
 
-/// The lean link's readers on an arbitrary answer body: reading it whole
+/// The legacy link's readers on an arbitrary answer body: reading it whole
 /// or in two chunks (as it arrives) finds the same messages, and error text
 /// is bounded.
 pub fn lean_ping(data: &[u8]) {

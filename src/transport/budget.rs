@@ -492,7 +492,7 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Metered<T> {
     }
 }
 
-/// A progress token as a lean link numbers them.
+/// A progress token as a legacy link numbers them.
 pub fn numbered(n: u64) -> ProgressToken {
     ProgressToken(NumberOrString::Number(i64::try_from(n).unwrap_or(i64::MAX)))
 }

@@ -123,7 +123,7 @@ fn is_stream(response: &reqwest::Response) -> Result<bool, CallError> {
     }
 }
 
-/// Why a lean request ended without a result.
+/// Why a legacy request ended without a result.
 #[derive(Debug)]
 pub enum CallError {
     /// The server no longer knows the session (HTTP 404): initialize again.

@@ -14,26 +14,26 @@ use super::session::{Carrier, Legacy, McpSession};
 use super::{RequestError, ToolCall, ToolCallError};
 
 impl McpSession {
-    /// A legacy HTTP ping over the lean link (see [`super::legacy_http`]);
+    /// A legacy HTTP ping over the legacy link (see [`super::legacy_http`]);
     /// `None` when this session is carried by rmcp.
-    pub async fn lean_ping(&self, timeout: Duration) -> Option<Result<Duration, RequestError>> {
+    pub async fn legacy_ping(&self, timeout: Duration) -> Option<Result<Duration, RequestError>> {
         let Carrier::Legacy(lean) = &self.link else {
             return None;
         };
         let start = Instant::now();
         let id = format!("mcpmon-ping-{}", lean.link.next_number());
         Some(
-            self.lean_call(&id, "ping", None, None, Deadlines::within(timeout))
+            self.legacy_call(&id, "ping", None, None, Deadlines::within(timeout))
                 .await
                 .map(|_| start.elapsed())
                 .map_err(|e| e.into_request_error(timeout)),
         )
     }
 
-    /// A request over the lean link; a session the server forgot (404) is
+    /// A request over the legacy link; a session the server forgot (404) is
     /// initialized again and the request sent once more, within the same
     /// deadlines.
-    pub(super) async fn lean_call(
+    pub(super) async fn legacy_call(
         &self,
         id: &str,
         method: &str,
@@ -104,9 +104,9 @@ impl McpSession {
         }
     }
 
-    /// A tool call over the lean link, with rmcp's deadline semantics:
+    /// A tool call over the legacy link, with rmcp's deadline semantics:
     /// cancelled (`notifications/cancelled`) when a deadline fires.
-    pub(super) async fn lean_tool_call(
+    pub(super) async fn legacy_tool_call(
         &self,
         lean: &Legacy,
         call: ToolCall,
@@ -130,7 +130,7 @@ impl McpSession {
             resets: call.progress_resets,
         };
         let result = self
-            .lean_call(&id, "tools/call", Some(params), Some(n), deadlines)
+            .legacy_call(&id, "tools/call", Some(params), Some(n), deadlines)
             .await;
         let err = match result {
             Ok(v) => {

@@ -33,7 +33,7 @@ pub struct RmcpHttp {
     inner: reqwest::Client,
     route: Arc<Mutex<Option<Route>>>,
     tokens: Option<Arc<TokenSource>>,
-    /// Set when a lean link takes the session over: rmcp's closing must
+    /// Set when a legacy link takes the session over: rmcp's closing must
     /// not end it on the server.
     detached: Arc<std::sync::atomic::AtomicBool>,
     /// The session's inbound budget: every SSE event rmcp reads passes it.

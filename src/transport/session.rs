@@ -92,7 +92,7 @@ impl Activity {
         }
     }
 
-    /// Progress for a token mcpmon chose (a lean link's request).
+    /// Progress for a token mcpmon chose (a legacy link's request).
     pub(super) fn note_number(&self, token: u64) {
         let token = i64::try_from(token).unwrap_or(i64::MAX);
         self.note_progress(&rmcp::model::ProgressToken(
@@ -157,7 +157,7 @@ pub(super) enum Carrier {
     Legacy(Legacy),
 }
 
-/// A lean link, and what initializing it again takes.
+/// A legacy link, and what initializing it again takes.
 pub(super) struct Legacy {
     pub(super) link: Arc<LegacyLink>,
     pub(super) spec: Box<ServerSpec>,
@@ -208,7 +208,7 @@ impl McpSession {
 
     async fn liveness_request(&self, timeout: Duration) -> Result<Duration, RequestError> {
         let start = Instant::now();
-        if let Some(answered) = self.lean_ping(timeout).await {
+        if let Some(answered) = self.legacy_ping(timeout).await {
             return answered;
         }
         let request = match self.era {
@@ -303,7 +303,7 @@ impl McpSession {
         let id = format!("mcpmon-{}", lean.link.next_number());
         let params = params.and_then(|p| serde_json::to_value(p).ok());
         let mut result = self
-            .lean_call(&id, "tools/list", params, None, Deadlines::within(timeout))
+            .legacy_call(&id, "tools/list", params, None, Deadlines::within(timeout))
             .await
             .map_err(|e| e.into_request_error(timeout))?;
         let serde_json::Value::Array(tools) = result["tools"].take() else {
@@ -318,7 +318,7 @@ impl McpSession {
 
     async fn tool_call(&self, call: ToolCall) -> Result<CallToolResult, ToolCallError> {
         match &self.link {
-            Carrier::Legacy(lean) => self.lean_tool_call(lean, call).await,
+            Carrier::Legacy(lean) => self.legacy_tool_call(lean, call).await,
             Carrier::Rmcp(service) => rmcp_tool_call(service, call).await,
         }
     }
@@ -413,7 +413,7 @@ impl Session for McpSession {
     }
 
     fn tools_changed(&self) -> BoxFuture<'_, ()> {
-        // Heard on any stream the server writes to (a lean link has no
+        // Heard on any stream the server writes to (a legacy link has no
         // standalone one, only its answers' streams).
         Box::pin(self.meter.tools_changed())
     }
