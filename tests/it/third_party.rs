@@ -276,7 +276,7 @@ async fn legacy_http_pings_skip_rmcp_against_every_server_kind() {
     ] {
         let session = open_session(&url).await;
         for _ in 0..3 {
-            let answered = session.lean_ping(Duration::from_secs(5)).await;
+            let answered = session.legacy_ping(Duration::from_secs(5)).await;
             assert!(matches!(answered, Some(Ok(_))), "{url}: {answered:?}");
         }
         Box::new(session).close(Duration::from_secs(2)).await;
@@ -302,7 +302,7 @@ async fn modern_sessions_never_take_the_lean_ping_path() {
     .await;
     let session = open_session(&format!("http://127.0.0.1:{port}/mcp")).await;
     assert_eq!(session.era(), mcpmon::transport::Era::Modern);
-    assert!(session.lean_ping(Duration::from_secs(5)).await.is_none());
+    assert!(session.legacy_ping(Duration::from_secs(5)).await.is_none());
     assert!(session.liveness(Duration::from_secs(5)).await.is_ok());
     Box::new(session).close(Duration::from_secs(2)).await;
 }
