@@ -223,11 +223,11 @@ tunables! {
     fall: u32 = 3;
     /// Healthy needs an error ratio below this.
     healthy_max_error_ratio: f64 = 0.01;
-    /// Healthy needs a mean liveness latency below this.
+    /// Healthy needs a median liveness latency below this.
     healthy_max_latency: Dur = millis(500);
     /// Degraded needs an error ratio below this (else unhealthy).
     degraded_max_error_ratio: f64 = 0.05;
-    /// Degraded needs a mean liveness latency below this (else unhealthy).
+    /// Degraded needs a median liveness latency below this (else unhealthy).
     degraded_max_latency: Dur = secs(1);
     /// First reconnect delay.
     backoff_initial: Dur = secs(1);

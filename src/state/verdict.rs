@@ -80,6 +80,11 @@ const MAX_SAMPLES: usize = 512;
 /// outlier never moves it.
 pub const LATENCY_SAMPLES: usize = 5;
 
+/// Answers needed before latency is judged at all: the median of one or two
+/// answers is an outlier's value, and the first answers after a (re)start
+/// are the ones a loaded host or a cold runtime makes slow.
+pub const LATENCY_MIN_ANSWERS: usize = LATENCY_SAMPLES / 2 + 1;
+
 /// A rolling window of probe outcomes.
 #[derive(Clone, Debug)]
 pub struct Window {
@@ -100,7 +105,8 @@ pub struct WindowStats {
     pub episodes: u32,
     /// Whether the most recent probe failed and nothing has answered since.
     pub failing: bool,
-    /// Median latency of the last [`LATENCY_SAMPLES`] answered liveness probes.
+    /// Median latency of the last [`LATENCY_SAMPLES`] answered liveness
+    /// probes; `None` until there are [`LATENCY_MIN_ANSWERS`].
     pub median_latency: Option<Duration>,
     /// Latency of the most recent answered liveness probe.
     pub latest_latency: Option<Duration>,
@@ -184,8 +190,10 @@ impl Window {
         }
         st.failing = in_episode;
         st.latest_latency = recent.last().copied();
-        recent.sort_unstable();
-        st.median_latency = recent.get(recent.len() / 2).copied();
+        if recent.len() >= LATENCY_MIN_ANSWERS {
+            recent.sort_unstable();
+            st.median_latency = recent.get(recent.len() / 2).copied();
+        }
         st
     }
 }
@@ -269,7 +277,8 @@ fn latency_state(d: Duration, t: &Thresholds) -> State {
 /// more separate episodes: that is a recurring problem, judged by its ratio.
 /// Latency is the median of the last [`LATENCY_SAMPLES`] answers, and a
 /// server is only as slow as its latest answer too, so one outlier neither
-/// degrades it nor holds it degraded.
+/// degrades it nor holds it degraded. Latency is not judged before
+/// [`LATENCY_MIN_ANSWERS`] answers, so a first verdict never rests on one.
 pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
     if let Link::Down(reason) = e.link {
         // A server that throttles the handshake is there; it is serving

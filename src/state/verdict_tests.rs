@@ -250,7 +250,7 @@ fn window_drops_old_samples_and_bounds_memory() {
     assert_eq!((s.samples, s.errors), (2, 1));
     let s = w.stats(start + Duration::from_secs(11));
     assert_eq!((s.samples, s.errors), (1, 0));
-    assert_eq!(s.median_latency, Some(Duration::from_millis(4)));
+    assert_eq!(s.latest_latency, Some(Duration::from_millis(4)));
     for i in 0..(MAX_SAMPLES as u64 * 2) {
         w.record(
             start + Duration::from_millis(i),
@@ -265,15 +265,36 @@ fn window_drops_old_samples_and_bounds_memory() {
 fn window_latency_counts_only_answered_liveness_probes() {
     let now = Instant::now();
     let mut w = Window::new(Duration::from_secs(60));
+    w.record(now, true, Outcome::Ok(Duration::from_millis(20)));
     w.record(now, true, Outcome::Ok(Duration::from_millis(10)));
     w.record(now, true, Outcome::Ok(Duration::from_millis(30)));
     w.record(now, false, Outcome::Ok(Duration::from_secs(5)));
     w.record(now, true, Outcome::Timeout);
     let s = w.stats(now);
-    assert_eq!(s.median_latency, Some(Duration::from_millis(30)));
+    assert_eq!(s.median_latency, Some(Duration::from_millis(20)));
     assert_eq!(s.latest_latency, Some(Duration::from_millis(30)));
-    assert_eq!((s.samples, s.timeouts, s.errors), (4, 1, 0));
+    assert_eq!((s.samples, s.timeouts, s.errors), (5, 1, 0));
     assert_eq!((s.episodes, s.failing), (1, true));
+}
+
+#[test]
+fn latency_is_not_judged_on_fewer_than_the_minimum_answers() {
+    // The first answers after a start on a loaded host: slow, then not.
+    let now = Instant::now();
+    let mut w = Window::new(Duration::from_secs(300));
+    let mut e = healthy_evidence();
+    for n in 1..=LATENCY_SAMPLES {
+        w.record(now, true, Outcome::Ok(Duration::from_millis(900)));
+        e.window = w.stats(now);
+        let want = if n < LATENCY_MIN_ANSWERS {
+            State::Healthy
+        } else {
+            State::Degraded
+        };
+        assert_eq!(judged(e).0, want, "{n} answers of 900 ms");
+        assert_eq!(e.window.latest_latency, Some(Duration::from_millis(900)));
+        assert_eq!(e.window.median_latency.is_some(), n >= LATENCY_MIN_ANSWERS);
+    }
 }
 
 #[test]
