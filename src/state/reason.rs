@@ -63,7 +63,7 @@ pub enum Reason {
     Starting,
     /// Everything within thresholds.
     Ok,
-    /// Mean liveness latency above a threshold.
+    /// Median liveness latency (and the latest answer) above a threshold.
     Slow,
     /// Error ratio above a threshold.
     Errors,
@@ -89,6 +89,12 @@ pub enum Reason {
     /// The TLS handshake refused the server's certificate (expired, for
     /// another name, from an unknown authority).
     TlsFailed,
+    /// The URL answers HTTP, but not as an MCP endpoint (an HTML page, a
+    /// 404 or 405 without JSON-RPC, a body that is not JSON-RPC).
+    NotMcp,
+    /// The URL speaks the legacy HTTP+SSE transport (2024-11-05), not the
+    /// one configured.
+    WrongTransport,
     /// Connected, but the MCP handshake failed or timed out.
     HandshakeFailed,
     /// The server wants credentials, or refused the ones configured (401).
@@ -142,12 +148,38 @@ impl From<LinkFailure> for Reason {
             LinkFailure::Unreachable => Reason::Unreachable,
             LinkFailure::ConnectFailed => Reason::ConnectFailed,
             LinkFailure::TlsFailed => Reason::TlsFailed,
+            LinkFailure::NotMcp => Reason::NotMcp,
+            LinkFailure::WrongTransport => Reason::WrongTransport,
             LinkFailure::HandshakeFailed => Reason::HandshakeFailed,
             LinkFailure::Unauthenticated => Reason::Unauthenticated,
             LinkFailure::Forbidden => Reason::Forbidden,
             LinkFailure::Throttled => Reason::Throttled,
             LinkFailure::RequestFlood => Reason::RequestFlood,
             LinkFailure::MessageFlood => Reason::MessageFlood,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reason;
+
+    #[test]
+    fn every_reason_has_a_runbook_row_and_a_place_in_the_readme() {
+        let runbook = include_str!("../../docs/runbook.md");
+        let readme = include_str!("../../README.md");
+        for r in Reason::ALL {
+            let name = r.as_str();
+            assert!(
+                runbook.contains(&format!("\n| `{name}` | ")),
+                "docs/runbook.md has no row for {name}"
+            );
+            if *r != Reason::Starting {
+                assert!(
+                    readme.contains(&format!("`{name}`")),
+                    "README.md does not name {name}"
+                );
+            }
         }
     }
 }

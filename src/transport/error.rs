@@ -120,6 +120,10 @@ pub enum LinkFailure {
     /// The TLS handshake refused the server: its certificate is expired,
     /// for another name, or from an unknown authority.
     TlsFailed,
+    /// The URL answers HTTP, but not as an MCP endpoint.
+    NotMcp,
+    /// The URL speaks the legacy HTTP+SSE transport (2024-11-05).
+    WrongTransport,
     /// Connected, but the handshake failed or timed out.
     HandshakeFailed,
     /// The server wants credentials, or refused the ones sent (HTTP 401).
@@ -145,7 +149,9 @@ impl LinkFailure {
             | LinkFailure::Unauthenticated
             | LinkFailure::Forbidden
             | LinkFailure::Throttled
-            | LinkFailure::TlsFailed => !stdio,
+            | LinkFailure::TlsFailed
+            | LinkFailure::NotMcp
+            | LinkFailure::WrongTransport => !stdio,
             LinkFailure::ConnectFailed | LinkFailure::HandshakeFailed => true,
             LinkFailure::RequestFlood | LinkFailure::MessageFlood => false,
         }
@@ -263,19 +269,21 @@ pub(super) fn classify_transport(e: &(dyn std::error::Error + 'static)) -> Reque
 pub(super) fn classify_open(e: &rmcp::service::ClientInitializeError) -> OpenError {
     use rmcp::service::ClientInitializeError as E;
     // `TransportError` keeps its cause in a field that is not a `source()`.
-    let (class, detail, tls) = match e {
+    let (class, detail, tls, not_mcp) = match e {
         E::TransportError { error, context } => {
             // The transport's own text is its Rust type name; skip to the cause.
             let inner: &(dyn std::error::Error + 'static) = error.error.as_ref();
             let class = classify_transport(inner);
+            let not_mcp = not_mcp(inner).map(|what| format!("{context}: {what}"));
             let detail = format!("{context}: {}", error_chain(inner));
-            (Some(class), detail, tls_refused(inner))
+            (Some(class), detail, tls_refused(inner), not_mcp)
         }
-        _ => (None, error_chain(e), false),
+        _ => (None, error_chain(e), false, None),
     };
-    let detail = truncate(&detail, 300);
+    let detail = truncate(&not_mcp.clone().unwrap_or(detail), 300);
     let (reason, phase) = match class {
         Some(_) if tls => (LinkFailure::TlsFailed, "connect"),
+        Some(RequestError::Transport(_)) if not_mcp.is_some() => (LinkFailure::NotMcp, "connect"),
         Some(RequestError::Unreachable(_)) => (LinkFailure::Unreachable, "connect"),
         Some(RequestError::Unauthenticated(_)) => (LinkFailure::Unauthenticated, "connect"),
         Some(RequestError::Forbidden(_)) => (LinkFailure::Forbidden, "connect"),
@@ -288,6 +296,81 @@ pub(super) fn classify_open(e: &rmcp::service::ClientInitializeError) -> OpenErr
         phase,
         detail,
     }
+}
+
+/// Statuses an HTTP server gives a POST to a URL that is no MCP endpoint
+/// (nothing there, no POST there, no POST at all), when the body is not a
+/// JSON-RPC error. An outage (5xx but 501) or a refusal is something else.
+const NOT_AN_ENDPOINT: [&str; 3] = ["HTTP 404", "HTTP 405", "HTTP 501"];
+
+/// What in `e`'s causes shows the URL answers HTTP but not MCP: a status
+/// that means no endpoint, a content type neither JSON nor an event
+/// stream, or JSON that is not JSON-RPC. Short, with an HTML body read as
+/// its text.
+fn not_mcp(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use rmcp::transport::streamable_http_client::StreamableHttpError as H;
+    let mut source = Some(e);
+    while let Some(err) = source {
+        match err.downcast_ref::<H<reqwest::Error>>() {
+            Some(H::UnexpectedContentType(Some(ct))) => {
+                return Some(format!(
+                    "answered {}, not JSON or an event stream: not an MCP endpoint",
+                    truncate(ct, 60)
+                ));
+            }
+            Some(H::HttpStatus(s)) if s.status == 501 => {
+                return Some("HTTP 501 Not Implemented: not an MCP endpoint".to_owned());
+            }
+            Some(H::UnexpectedContentType(None)) => {
+                return Some("answered without a content type: not an MCP endpoint".to_owned());
+            }
+            Some(H::UnexpectedServerResponse(text))
+                if NOT_AN_ENDPOINT.iter().any(|s| text.starts_with(s)) =>
+            {
+                // rmcp writes "HTTP {status}: {body}".
+                let (status, body) = text.split_once(": ").unwrap_or((text, ""));
+                let body = body_text(body, 120);
+                return Some(if body.is_empty() {
+                    format!("{status}: not an MCP endpoint")
+                } else {
+                    format!("{status}: not an MCP endpoint: {body}")
+                });
+            }
+            Some(H::UnexpectedServerResponse(text))
+                if text.starts_with("could not parse JSON response") =>
+            {
+                return Some("answered JSON that is not JSON-RPC: not an MCP endpoint".to_owned());
+            }
+            _ => {}
+        }
+        source = next_source(err);
+    }
+    None
+}
+
+/// The words of a body that may be HTML, at most `max` bytes: tags (when
+/// the body starts with one) and runs of whitespace become single spaces,
+/// control characters are defused.
+pub(super) fn body_text(body: &str, max: usize) -> String {
+    let html = body.trim_start().starts_with('<');
+    let mut text = String::with_capacity(body.len().min(max * 2));
+    let mut in_tag = false;
+    for c in body.chars() {
+        match c {
+            '<' if html => in_tag = true,
+            '>' if in_tag => {
+                in_tag = false;
+                text.push(' ');
+            }
+            _ if in_tag => {}
+            c => text.push(c),
+        }
+        if text.len() > max * 4 {
+            break;
+        }
+    }
+    let words: Vec<&str> = text.split_whitespace().collect();
+    truncate(&words.join(" "), max)
 }
 
 /// Whether rustls refused the handshake somewhere in `e`'s causes. It
@@ -402,5 +485,63 @@ mod tests {
             class(H::UnexpectedServerResponse("HTTP 404 Not Found: x".into())),
             RequestError::Transport(_)
         ));
+    }
+
+    #[test]
+    fn an_answer_that_is_not_mcp_is_named_in_few_words() {
+        let html = "HTTP 404 Not Found: <!DOCTYPE html>\n<html><head><title>Error</title></head>\n<body><pre>Cannot POST /sse</pre></body></html>";
+        assert_eq!(
+            not_mcp(&H::<reqwest::Error>::UnexpectedServerResponse(html.into())).as_deref(),
+            Some("HTTP 404 Not Found: not an MCP endpoint: Error Cannot POST /sse")
+        );
+        assert_eq!(
+            not_mcp(&H::<reqwest::Error>::UnexpectedServerResponse(
+                "HTTP 405 Method Not Allowed: ".into()
+            ))
+            .as_deref(),
+            Some("HTTP 405 Method Not Allowed: not an MCP endpoint")
+        );
+        assert!(
+            not_mcp(&H::<reqwest::Error>::UnexpectedContentType(Some(
+                "text/html; charset=utf-8".into()
+            )))
+            .is_some_and(|d| d.contains("text/html"))
+        );
+        assert!(not_mcp(&H::<reqwest::Error>::UnexpectedContentType(None)).is_some());
+        // A static web server's answer to any POST.
+        let not_implemented = H::<reqwest::Error>::HttpStatus(
+            rmcp::transport::streamable_http_client::HttpStatusError::new(501, None),
+        );
+        assert!(not_mcp(&not_implemented).is_some_and(|d| d.starts_with("HTTP 501")));
+        let outage = H::<reqwest::Error>::HttpStatus(
+            rmcp::transport::streamable_http_client::HttpStatusError::new(502, None),
+        );
+        assert_eq!(not_mcp(&outage), None);
+        assert!(
+            not_mcp(&H::<reqwest::Error>::UnexpectedServerResponse(
+                "could not parse JSON response as ServerJsonRpcMessage: x".into()
+            ))
+            .is_some()
+        );
+        // An outage, a bad request or a refusal is not "not MCP".
+        for text in [
+            "HTTP 500 Internal Server Error: <html>",
+            "HTTP 400 Bad Request: no",
+            "HTTP 401 Unauthorized: no",
+        ] {
+            assert_eq!(
+                not_mcp(&H::<reqwest::Error>::UnexpectedServerResponse(text.into())),
+                None,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_body_reads_as_its_words() {
+        assert_eq!(body_text("<p>a\n\n  b</p><script>", 50), "a b");
+        assert_eq!(body_text("a < b", 50), "a < b");
+        assert_eq!(body_text("plain \x1b[31mred", 50), "plain \u{fffd}[31mred");
+        assert_eq!(body_text(&"word ".repeat(100), 12), "word word wo…");
     }
 }

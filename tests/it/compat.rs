@@ -314,3 +314,154 @@ async fn sixteen_third_party_servers_started_together_read_right_from_the_first_
     assert_eq!(stderr_lines, 0, "child stderr logged at info by default");
     drop((everything, fastmcp_http, gateway, proxy));
 }
+
+/// The legacy HTTP+SSE transport under `transport: http`, as four servers
+/// from npm and PyPI serve it, reads `wrong_transport`; a plain web page
+/// and a path with no endpoint read `not_mcp`. Each says so in few words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_sse_servers_and_web_pages_under_http_are_named() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-fastmcp2"),
+        installed("tests/python/.venv-fastmcp4")
+    );
+    let fastmcp = repo().join("tests/python/fastmcp_server.py");
+    let fastmcp = fastmcp.to_str().expect("utf-8");
+    let memory = node_bin("mcp-server-memory");
+    let page = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        page.path().join("index.html"),
+        "<html><body><h1>Welcome</h1></body></html>",
+    )
+    .expect("write");
+
+    let ports: Vec<u16> = (0..5).map(|_| free_port()).collect();
+    let everything = third_party_http(
+        &node_bin("mcp-server-everything"),
+        &["sse"],
+        &[("PORT", ports[0].to_string())],
+        ports[0],
+    )
+    .await;
+    let gateway = third_party_http(
+        &node_bin("supergateway"),
+        &[
+            "--stdio",
+            memory.to_str().expect("utf-8"),
+            "--port",
+            &ports[1].to_string(),
+        ],
+        &[],
+        ports[1],
+    )
+    .await;
+    let fastmcp2 = third_party_http(
+        &venv_bin("fastmcp2", "python"),
+        &[fastmcp, "sse", &ports[2].to_string()],
+        &[],
+        ports[2],
+    )
+    .await;
+    let fastmcp4 = third_party_http(
+        &venv_bin("fastmcp4", "python"),
+        &[fastmcp, "sse", &ports[3].to_string()],
+        &[],
+        ports[3],
+    )
+    .await;
+    let web = third_party_http(
+        &venv_bin("fastmcp4", "python"),
+        &[
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            page.path().to_str().expect("utf-8"),
+            &ports[4].to_string(),
+        ],
+        &[],
+        ports[4],
+    )
+    .await;
+
+    let url = |port: u16, path: &str| format!("http://127.0.0.1:{port}{path}");
+    let want = [
+        (
+            "everything-sse",
+            url(ports[0], "/sse"),
+            "wrong_transport",
+            "Cannot POST /sse",
+        ),
+        (
+            "supergateway-sse",
+            url(ports[1], "/sse"),
+            "wrong_transport",
+            "Cannot POST /sse",
+        ),
+        (
+            "fastmcp2-sse",
+            url(ports[2], "/sse"),
+            "wrong_transport",
+            "HTTP 405",
+        ),
+        (
+            "fastmcp4-sse",
+            url(ports[3], "/sse"),
+            "wrong_transport",
+            "HTTP 405",
+        ),
+        ("web-page", url(ports[4], "/"), "not_mcp", "HTTP 501"),
+        (
+            "no-endpoint",
+            url(ports[0], "/nothing"),
+            "not_mcp",
+            "Cannot POST /nothing",
+        ),
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("fleet.yaml");
+    let servers: String = want
+        .iter()
+        .map(|(id, url, ..)| format!("  - id: {id}\n    transport: http\n    url: {url}\n"))
+        .collect();
+    std::fs::write(&cfg, format!("servers:\n{servers}")).expect("write");
+    let mon = Binary::start(&cfg, &[]).await;
+
+    let start = Instant::now();
+    loop {
+        let (_, fleet_json) = mon.get("/health/fleet").await;
+        let v: Value = serde_json::from_str(&fleet_json).expect("json");
+        let reason = |id: &str| {
+            v["servers"]
+                .as_array()
+                .and_then(|a| a.iter().find(|s| s["id"] == id))
+                .and_then(|s| s["reason"].as_str())
+                .unwrap_or("")
+                .to_owned()
+        };
+        if want.iter().all(|(id, _, r, _)| reason(id) == *r) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "not named in 60 s: {v:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    for (id, _, reason, says) in &want {
+        let (_, v) = mon.server(id).await;
+        assert_eq!(v["status"], "unhealthy", "{id}: {v:#}");
+        assert_eq!(v["reason"], *reason, "{id}: {v:#}");
+        let detail = v["detail"].as_str().unwrap_or("");
+        assert!(detail.contains(says), "{id}: {detail}");
+        assert!(
+            !detail.contains('<') && detail.len() < 400,
+            "{id}: the page itself is in the detail: {detail}"
+        );
+        if *reason == "wrong_transport" {
+            assert!(detail.contains("legacy HTTP+SSE"), "{id}: {detail}");
+        }
+    }
+    drop((everything, gateway, fastmcp2, fastmcp4, web));
+}

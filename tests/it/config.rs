@@ -159,6 +159,22 @@ fn risky_timers_are_warnings_not_errors() {
 }
 
 #[test]
+fn a_legacy_sse_url_under_http_is_a_warning() {
+    let (code, stdout, stderr) = check_config("tests/testdata/warn-sse-url.yml");
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout.trim(),
+        "tests/testdata/warn-sse-url.yml: valid, 2 server(s)"
+    );
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [
+            "warning: tests/testdata/warn-sse-url.yml:4:10: server \"old-bridge\": a URL ending in /sse is usually the legacy HTTP+SSE transport (2024-11-05), which `transport: http` does not speak; its Streamable HTTP endpoint is often /mcp"
+        ]
+    );
+}
+
+#[test]
 fn missing_file_is_a_clear_error() {
     let (code, _, stderr) = check_config("tests/testdata/nope.yml");
     assert_eq!(code, 1);

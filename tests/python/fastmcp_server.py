@@ -3,6 +3,7 @@ and 4.x the modern one), the way its README writes one:
 
     python fastmcp_server.py stdio
     python fastmcp_server.py http PORT
+    python fastmcp_server.py sse PORT   (the legacy HTTP+SSE transport)
 """
 
 import sys
@@ -19,7 +20,9 @@ def echo(text: str) -> str:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["http"]:
+    if sys.argv[1:2] == ["sse"]:
+        mcp.run(transport="sse", host="127.0.0.1", port=int(sys.argv[2]), show_banner=False)
+    elif sys.argv[1:2] == ["http"]:
         mcp.run(transport="http", host="127.0.0.1", port=int(sys.argv[2]), show_banner=False)
     else:
         mcp.run()

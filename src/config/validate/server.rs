@@ -259,6 +259,17 @@ impl Validator<'_> {
                 return None;
             }
         };
+        if url.path().trim_end_matches('/').ends_with("/sse") {
+            // The legacy HTTP+SSE transport's usual path: its servers answer
+            // a Streamable HTTP POST there with 404 or 405.
+            self.warn(
+                &under(at, "url"),
+                format!(
+                    "server {:?}: a URL ending in /sse is usually the legacy HTTP+SSE transport (2024-11-05), which `transport: http` does not speak; its Streamable HTTP endpoint is often /mcp",
+                    s.id
+                ),
+            );
+        }
         let headers = self.headers(&s.headers, &under(at, "headers"));
         let bearer_token = s
             .bearer_token_env

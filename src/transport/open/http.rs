@@ -118,7 +118,7 @@ pub(in crate::transport) async fn open_http(
     let (tried, conclusive) = match served {
         Ok(service) => return Ok(to.finish(service, true, parts, started).await),
         Err(Some(e)) => {
-            let refused = to.refusal(e).await;
+            let refused = to.refusal(e, until).await;
             // A refusal of the credentials, or nobody there, is the verdict
             // whatever the era; so is any failure when no detection runs.
             if *plan != Plan::Detect || refused.failure != LinkFailure::HandshakeFailed {
@@ -134,7 +134,14 @@ pub(in crate::transport) async fn open_http(
     match served {
         Ok(service) => Ok(to.finish(service, conclusive, parts, started).await),
         Err(Some(e)) => {
-            let mut refused = to.refusal(e).await;
+            let mut refused = to.refusal(e, until).await;
+            if matches!(
+                refused.failure,
+                LinkFailure::NotMcp | LinkFailure::WrongTransport
+            ) {
+                // What discover was told is the same page again.
+                return Err(refused);
+            }
             refused.detail = truncate(
                 &format!(
                     "initialize: {} (server/discover was tried first: {tried})",
@@ -188,9 +195,17 @@ impl Remote<'_> {
     }
 
     /// The verdict of a failed handshake, with the authorization servers a
-    /// 401's metadata names.
-    async fn refusal(&self, e: ClientInitializeError) -> OpenError {
+    /// 401's metadata names, and a URL that is no MCP endpoint asked once
+    /// whether it speaks the legacy HTTP+SSE transport.
+    async fn refusal(&self, e: ClientInitializeError, until: Instant) -> OpenError {
         let mut refused = classify_open(&e);
+        if refused.failure == LinkFailure::NotMcp && self.speaks_legacy_sse(until).await {
+            refused.failure = LinkFailure::WrongTransport;
+            refused.detail = format!(
+                "{}; a GET there opens a legacy HTTP+SSE stream (2024-11-05), which `transport: http` does not speak",
+                refused.detail
+            );
+        }
         if refused.failure == LinkFailure::Unauthenticated
             && let TransportSpec::Http { url, .. } = &self.spec.transport
             && let Some(found) =
@@ -199,6 +214,55 @@ impl Remote<'_> {
             refused.detail = truncate(&format!("{}; {found}", refused.detail), 600);
         }
         refused
+    }
+
+    /// Whether the URL answers a GET the way a legacy HTTP+SSE server does,
+    /// as the specification's backwards-compatibility check asks: an event
+    /// stream whose first event is `endpoint`. Bounded: [`SNIFF_TIME`] (or
+    /// what is left of the handshake's time) and [`SNIFF_BYTES`].
+    async fn speaks_legacy_sse(&self, until: Instant) -> bool {
+        let TransportSpec::Http {
+            url,
+            headers,
+            bearer_token,
+            ..
+        } = &self.spec.transport
+        else {
+            return false;
+        };
+        let by = until.min(Instant::now() + SNIFF_TIME);
+        let mut request = self
+            .http
+            .get(url.as_str())
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        for (k, v) in headers {
+            request = request.header(k.as_str(), v.expose());
+        }
+        if let Some(token) = bearer_token {
+            request = request.bearer_auth(token.expose());
+        }
+        let sniff = async {
+            let mut response = request.send().await.ok()?;
+            let stream = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|ct| ct.trim_start().starts_with("text/event-stream"));
+            if !response.status().is_success() || !stream {
+                return Some(false);
+            }
+            let mut seen = Vec::with_capacity(SNIFF_BYTES);
+            while seen.len() < SNIFF_BYTES {
+                let chunk = response.chunk().await.ok()??;
+                seen.extend_from_slice(&chunk[..chunk.len().min(SNIFF_BYTES - seen.len())]);
+                if first_event_is_endpoint(&seen) {
+                    return Some(true);
+                }
+            }
+            Some(false)
+        };
+        // Dropping the response closes the stream and the server's session.
+        matches!(tokio::time::timeout_at(by, sniff).await, Ok(Some(true)))
     }
 
     fn no_answer(&self, request: &str, tried: Option<String>) -> OpenError {
@@ -232,5 +296,43 @@ impl Remote<'_> {
             activity,
         };
         finish(self.spec, Some(self.http), started, Some(parts), self.plan).await
+    }
+}
+
+/// Longest the legacy-transport check may take.
+const SNIFF_TIME: Duration = Duration::from_secs(2);
+/// Most of the stream the legacy-transport check reads.
+const SNIFF_BYTES: usize = 4096;
+
+/// Whether an event stream's first event, read so far, is `endpoint`
+/// (comment lines such as keep-alives before it are allowed).
+fn first_event_is_endpoint(seen: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(seen);
+    for line in text.lines() {
+        let line = line.trim_end_matches('\r');
+        if line.is_empty() || line.starts_with(':') {
+            continue;
+        }
+        return line.strip_prefix("event:").map(str::trim) == Some("endpoint");
+    }
+    false
+}
+
+#[cfg(test)]
+mod sniff_tests {
+    use super::first_event_is_endpoint;
+
+    #[test]
+    fn the_legacy_streams_first_event_is_endpoint() {
+        assert!(first_event_is_endpoint(
+            b"event: endpoint\ndata: /messages?sessionId=1\n\n"
+        ));
+        assert!(first_event_is_endpoint(
+            b": ping\r\n\r\nevent:endpoint\r\ndata: /m\r\n"
+        ));
+        assert!(!first_event_is_endpoint(b"event: message\ndata: {}\n"));
+        assert!(!first_event_is_endpoint(b"data: endpoint\n"));
+        assert!(!first_event_is_endpoint(b": only a comment\n"));
+        assert!(!first_event_is_endpoint(b""));
     }
 }
