@@ -11,7 +11,7 @@
 //!  config ──> fleet <── discovery
 //!               │  the set of servers, reconciled as one diff
 //!               v
-//!           supervise ──> probe ──> transport (stdio | Streamable HTTP | legacy HTTP)
+//!           supervise ──> probe ──> transport (stdio | Streamable HTTP | legacy HTTP | HTTP+SSE)
 //!               │  Observations, one task per server
 //!               v
 //!             state   one owner: evidence, verdict, series

@@ -125,6 +125,10 @@ struct ProbeArgs {
     /// `auto` or a protocol revision to pin.
     #[arg(long, default_value = "auto")]
     protocol: String,
+    /// For a URL: `http` (Streamable HTTP) or `sse` (the legacy HTTP+SSE
+    /// transport of 2024-11-05).
+    #[arg(long, value_enum, default_value_t = UrlTransport::Http)]
+    transport: UrlTransport,
     /// Extra HTTP header, `Name: value` (repeatable).
     #[arg(long = "header")]
     headers: Vec<String>,
@@ -149,6 +153,13 @@ struct ProbeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     output: Output,
+}
+
+/// What a probed URL speaks.
+#[derive(Clone, Copy, ValueEnum)]
+enum UrlTransport {
+    Http,
+    Sse,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -341,6 +352,7 @@ fn probe_config(a: &ProbeArgs) -> anyhow::Result<serde_json::Value> {
     let ProbeArgs {
         target,
         protocol,
+        transport,
         headers,
         bearer_token_env,
         connect_timeout,
@@ -356,7 +368,11 @@ fn probe_config(a: &ProbeArgs) -> anyhow::Result<serde_json::Value> {
         "ping_interval": ping_timeout,
     });
     if first.starts_with("http://") || first.starts_with("https://") {
-        server["transport"] = "http".into();
+        server["transport"] = match transport {
+            UrlTransport::Http => "http",
+            UrlTransport::Sse => "sse",
+        }
+        .into();
         server["url"] = first.into();
         let mut h = serde_json::Map::new();
         for line in headers {

@@ -292,16 +292,20 @@ pub enum TransportSpec {
         /// Working directory.
         cwd: Option<PathBuf>,
     },
-    /// A Streamable HTTP endpoint.
+    /// A Streamable HTTP endpoint, or (`sse`) a legacy HTTP+SSE one.
     Http {
-        /// The MCP endpoint URL.
+        /// The MCP endpoint URL (for `sse`, the URL of the event stream).
         url: url::Url,
+        /// The legacy HTTP+SSE transport of 2024-11-05: a GET opens an
+        /// event stream whose first event names the URL to POST to.
+        sse: bool,
         /// Extra request headers; values are secrets.
         headers: Vec<(String, Secret)>,
         /// `Authorization: Bearer` token.
         bearer_token: Option<Secret>,
-        /// OAuth 2.0 client credentials: tokens fetched and refreshed.
-        oauth2: Option<OAuth2Spec>,
+        /// OAuth 2.0 client credentials: tokens fetched and refreshed
+        /// (boxed: rare, and larger than the rest of the variant).
+        oauth2: Option<Box<OAuth2Spec>>,
     },
 }
 
@@ -321,11 +325,12 @@ pub struct OAuth2Spec {
 }
 
 impl TransportSpec {
-    /// `stdio` or `http`, as used in labels and JSON.
+    /// `stdio`, `http` or `sse`, as used in labels and JSON.
     pub fn kind(&self) -> &'static str {
         match self {
             TransportSpec::Stdio { .. } => "stdio",
-            TransportSpec::Http { .. } => "http",
+            TransportSpec::Http { sse: false, .. } => "http",
+            TransportSpec::Http { sse: true, .. } => "sse",
         }
     }
 }
@@ -399,6 +404,7 @@ impl ServerSpec {
                 headers,
                 bearer_token,
                 oauth2,
+                ..
             } => {
                 out.extend(headers.iter().map(|(_, v)| v.expose().to_owned()));
                 out.extend(bearer_token.iter().map(|t| t.expose().to_owned()));

@@ -67,6 +67,7 @@ pub(super) struct SdTlsFile {
 pub(super) enum TransportKind {
     Stdio,
     Http,
+    Sse,
 }
 
 // No `deny_unknown_fields` here: with `flatten` every unknown key lands in

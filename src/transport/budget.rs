@@ -86,6 +86,8 @@ pub enum Breach {
     Messages,
     /// Too many bytes in one second.
     Bytes,
+    /// One message larger than the budget allows.
+    Size,
 }
 
 impl Breach {
@@ -93,7 +95,7 @@ impl Breach {
     pub fn failure(self) -> LinkFailure {
         match self {
             Breach::Requests => LinkFailure::RequestFlood,
-            Breach::Messages | Breach::Bytes => LinkFailure::MessageFlood,
+            Breach::Messages | Breach::Bytes | Breach::Size => LinkFailure::MessageFlood,
         }
     }
 
@@ -111,6 +113,10 @@ impl Breach {
             Breach::Bytes => format!(
                 "the server sent over {} MiB in one second",
                 budget.bytes_per_second >> 20
+            ),
+            Breach::Size => format!(
+                "the server sent a message over {} MiB",
+                budget.message_bytes >> 20
             ),
         }
     }
@@ -256,6 +262,11 @@ impl Meter {
         };
         (in_flight <= self.budget.requests_in_flight && count <= self.budget.requests_per_second)
             || self.trip(Breach::Requests)
+    }
+
+    /// A message grew past the budget's size while being read: tripped.
+    pub fn oversized(&self) {
+        self.trip(Breach::Size);
     }
 
     /// A reply to one of the server's requests was written.

@@ -376,7 +376,7 @@ pub(super) fn body_text(body: &str, max: usize) -> String {
 /// Whether rustls refused the handshake somewhere in `e`'s causes. It
 /// travels inside an `io::Error` (at times inside two), whose `source()`
 /// skips what it wraps.
-fn tls_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+pub(super) fn tls_refused(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut source = Some(e);
     while let Some(err) = source {
         let mut wrapped = Some(err);

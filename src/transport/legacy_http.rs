@@ -30,6 +30,7 @@ use tokio::time::Instant;
 use super::budget::{BUDGET, Meter};
 use super::oauth2::TokenSource;
 use super::rmcp_http::{RmcpHttp, Route};
+use super::sse_events::SseBuffer;
 use super::{RequestError, truncate};
 
 /// Largest answer, or single SSE event, read from a server.
@@ -504,88 +505,6 @@ pub fn events(buf: &[u8], id: &str, progress: Option<u64>) -> (Vec<Seen>, usize)
         }
     }
     (out, buf.len() - stream.pending())
-}
-
-/// An SSE stream's bytes as they arrive, whole events taken off the front.
-/// Each byte is scanned for an event's end once: an event that arrives a
-/// few bytes at a time is not rescanned from its start at every chunk.
-#[derive(Debug, Default)]
-pub struct SseBuffer {
-    buf: Vec<u8>,
-    /// Where the unread events start.
-    start: usize,
-    /// How far past `start` holds no event's end.
-    scanned: usize,
-}
-
-impl SseBuffer {
-    /// Append what was read.
-    pub fn push(&mut self, chunk: &[u8]) {
-        if self.start > 0 {
-            self.buf.drain(..self.start);
-            self.scanned -= self.start;
-            self.start = 0;
-        }
-        self.buf.extend_from_slice(chunk);
-    }
-
-    /// Bytes held that belong to no whole event yet.
-    pub fn pending(&self) -> usize {
-        self.buf.len() - self.start
-    }
-
-    /// The joined `data:` lines of the next whole event.
-    pub fn next_event(&mut self) -> Option<Vec<u8>> {
-        let rest = &self.buf[self.start..];
-        match event_end(rest, self.scanned - self.start) {
-            Some((len, used)) => {
-                let data = event_data(&rest[..len]);
-                self.start += used;
-                self.scanned = self.start;
-                Some(data)
-            }
-            None => {
-                // An event's end is at most three bytes ("\n\r\n"): the
-                // last two may still begin one.
-                self.scanned = self.buf.len().saturating_sub(2).max(self.start);
-                None
-            }
-        }
-    }
-}
-
-/// The joined `data:` lines of one SSE event.
-fn event_data(event: &[u8]) -> Vec<u8> {
-    let mut data = Vec::new();
-    for line in event.split(|b| *b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if let Some(rest) = line.strip_prefix(b"data:") {
-            if !data.is_empty() {
-                data.push(b'\n');
-            }
-            data.extend_from_slice(rest.strip_prefix(b" ").unwrap_or(rest));
-        }
-    }
-    data
-}
-
-/// The length of the first event in `buf` and of the event plus its blank
-/// line, if a whole event is there; `from` bytes are known to hold no end.
-fn event_end(buf: &[u8], from: usize) -> Option<(usize, usize)> {
-    let mut i = from;
-    while i < buf.len() {
-        if buf[i] == b'\n' {
-            let rest = &buf[i + 1..];
-            if rest.first() == Some(&b'\n') {
-                return Some((i, i + 2));
-            }
-            if rest.starts_with(b"\r\n") {
-                return Some((i, i + 3));
-            }
-        }
-        i += 1;
-    }
-    None
 }
 
 #[cfg(test)]

@@ -18,12 +18,14 @@ pub mod error;
 pub mod fake;
 pub mod legacy_http;
 mod legacy_session;
+pub mod legacy_sse;
 pub mod oauth2;
 pub mod open;
 pub mod procstat;
 pub mod reset;
 pub mod rmcp_http;
 pub mod session;
+pub mod sse_events;
 pub mod tools;
 
 use std::future::Future;

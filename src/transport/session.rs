@@ -180,6 +180,8 @@ pub struct McpSession {
     pub(super) tokens: Option<Arc<TokenSource>>,
     /// The expiry of a static bearer token that is a JWT.
     pub(super) static_expiry: Option<std::time::SystemTime>,
+    /// A legacy HTTP+SSE session's event stream: the session ends with it.
+    pub(super) stream: Option<Arc<super::legacy_sse::StreamEnd>>,
 }
 
 /// Opens [`McpSession`]s to one configured server.
@@ -430,8 +432,19 @@ impl Session for McpSession {
                     None => std::future::pending().await,
                 }
             };
+            let stream_ended = async {
+                match &self.stream {
+                    // A stream cut for a broken bound is told by the bound.
+                    Some(s) => match (s.ended().await, self.meter.breach()) {
+                        (_, Some(b)) => b.describe(self.meter.budget()),
+                        (why, None) => why,
+                    },
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 exit = exited => exit,
+                ended = stream_ended => ended,
                 breach = self.meter.tripped() => breach.describe(self.meter.budget()),
             }
         })

@@ -8,6 +8,7 @@ once the file TRIGGER exists (so the test can take a baseline first).
 MCP servers:
     attacks.py stdio ERA KIND TRIGGER
     attacks.py http ERA KIND TRIGGER PORT_FILE
+    attacks.py sse KIND TRIGGER PORT_FILE    the legacy HTTP+SSE transport (GET /sse)
         ERA:  legacy | modern
         KIND: message | progress | list_changed | mix   notification storms
               (over HTTP they come inside every answer's SSE stream)
@@ -15,6 +16,10 @@ MCP servers:
                              then list_changed every 50 ms (stdio)
               slow-event     every answer is one 3 MiB SSE event written
                              1 KiB at a time (http legacy)
+              endless-event  one event that never ends, as fast as the
+                             stream takes it (sse)
+              elsewhere      the stream names a message endpoint on another
+                             origin, at once (sse)
 
 Other peers:
     attacks.py serve BODY_FILE PORT_FILE      http_sd: BODY_FILE's bytes, as JSON, on every GET
@@ -26,6 +31,7 @@ PORT_FILE receives the port the server listens on (bound to 127.0.0.1:0).
 import http.server
 import json
 import os
+import queue
 import socketserver
 import sys
 import threading
@@ -208,6 +214,73 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+class Sse(http.server.BaseHTTPRequestHandler):
+    """The legacy HTTP+SSE transport: GET /sse holds the stream, whose first
+    event names /messages; answers to what is POSTed there go down the
+    stream. One session at a time."""
+
+    protocol_version = "HTTP/1.1"
+    kind = "message"
+    trigger = ""
+    out = queue.Queue()
+    pages = [0]
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            msg = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            msg = {}
+        reply = answer("legacy", self.kind, msg, self.pages)
+        if reply is not None:
+            Sse.out.put(json.dumps(reply))
+        self.send_response(202)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self):
+        if self.path != "/sse":
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        Sse.out = queue.Queue()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        n = 0
+        try:
+            endpoint = b"http://127.0.0.1:9/messages" if self.kind == "elsewhere" else b"/messages"
+            self.wfile.write(b"event: endpoint\ndata: " + endpoint + b"\n\n")
+            self.wfile.flush()
+            while True:
+                try:
+                    text = Sse.out.get(timeout=0.02)
+                    self.wfile.write(f"event: message\ndata: {text}\n\n".encode())
+                    self.wfile.flush()
+                except queue.Empty:
+                    pass
+                if not attacking(self.trigger):
+                    continue
+                if self.kind == "endless-event":
+                    self.wfile.write(b"event: message\ndata: ")
+                    piece = b"z" * 65536
+                    while True:
+                        self.wfile.write(piece)
+                events = "".join(
+                    f"event: message\ndata: {storm_line(self.kind, n + i)}\n\n" for i in range(500)
+                )
+                n += 500
+                self.wfile.write(events.encode())
+        except OSError:
+            pass
+        self.close_connection = True
+
+
 class Serve(http.server.BaseHTTPRequestHandler):
     """http_sd: the body file's bytes as JSON on every GET."""
 
@@ -270,6 +343,9 @@ def main():
     elif what == "http":
         Handler.era, Handler.kind, Handler.trigger = sys.argv[2], sys.argv[3], sys.argv[4]
         listen(Handler, sys.argv[5])
+    elif what == "sse":
+        Sse.kind, Sse.trigger = sys.argv[2], sys.argv[3]
+        listen(Sse, sys.argv[4])
     elif what == "serve":
         Serve.body_file = sys.argv[2]
         listen(Serve, sys.argv[3])

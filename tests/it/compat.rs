@@ -315,9 +315,221 @@ async fn sixteen_third_party_servers_started_together_read_right_from_the_first_
     drop((everything, fastmcp_http, gateway, proxy));
 }
 
-/// The legacy HTTP+SSE transport under `transport: http`, as four servers
-/// from npm and PyPI serve it, reads `wrong_transport`; a plain web page
-/// and a path with no endpoint read `not_mcp`. Each says so in few words.
+/// Four legacy HTTP+SSE servers from npm and PyPI, listening: the
+/// reference server-everything, supergateway bridging a stdio server (its
+/// default output), and FastMCP 2 and 4 with `transport="sse"`.
+struct SseServers {
+    /// `(id, port, process)`, each serving `/sse`.
+    servers: Vec<(&'static str, u16, Spawned)>,
+}
+
+impl SseServers {
+    async fn start() -> SseServers {
+        let fastmcp = repo().join("tests/python/fastmcp_server.py");
+        let fastmcp = fastmcp.to_str().expect("utf-8").to_owned();
+        let memory = node_bin("mcp-server-memory");
+        let mut servers = Vec::new();
+        for id in [
+            "everything-sse",
+            "supergateway-sse",
+            "fastmcp2-sse",
+            "fastmcp4-sse",
+        ] {
+            let port = free_port();
+            let p = port.to_string();
+            let spawned = match id {
+                "everything-sse" => {
+                    third_party_http(
+                        &node_bin("mcp-server-everything"),
+                        &["sse"],
+                        &[("PORT", p)],
+                        port,
+                    )
+                    .await
+                }
+                "supergateway-sse" => {
+                    let memory = memory.to_str().expect("utf-8");
+                    let args = ["--stdio", memory, "--port", &p];
+                    third_party_http(&node_bin("supergateway"), &args, &[], port).await
+                }
+                _ => Self::fastmcp(id, &fastmcp, port).await,
+            };
+            servers.push((id, port, spawned));
+        }
+        SseServers { servers }
+    }
+
+    async fn fastmcp(id: &str, script: &str, port: u16) -> Spawned {
+        let venv = if id == "fastmcp2-sse" {
+            "fastmcp2"
+        } else {
+            "fastmcp4"
+        };
+        let args = [script, "sse", &port.to_string()];
+        third_party_http(&venv_bin(venv, "python"), &args, &[], port).await
+    }
+
+    fn port(&self, id: &str) -> u16 {
+        self.servers
+            .iter()
+            .find(|(i, ..)| *i == id)
+            .map(|(_, port, _)| *port)
+            .expect("a server of the four")
+    }
+}
+
+/// Poll `/health/fleet` until every `(id, status, reason)` holds.
+async fn wait_fleet(mon: &Binary, want: &[(&str, &str, &str)], within: Duration) {
+    let start = Instant::now();
+    loop {
+        let (_, fleet_json) = mon.get("/health/fleet").await;
+        let v: Value = serde_json::from_str(&fleet_json).expect("json");
+        let read = |id: &str| {
+            let s = v["servers"]
+                .as_array()
+                .and_then(|a| a.iter().find(|s| s["id"] == id));
+            let field = |f: &str| s.and_then(|s| s[f].as_str()).unwrap_or("").to_owned();
+            (field("status"), field("reason"))
+        };
+        if want
+            .iter()
+            .all(|(id, status, reason)| read(id) == ((*status).to_owned(), (*reason).to_owned()))
+        {
+            return;
+        }
+        assert!(
+            start.elapsed() < within,
+            "not {want:?} in {within:?}: {v:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The legacy HTTP+SSE transport under `transport: sse`: the four servers
+/// read healthy at defaults, a tool call's progress arrives on the stream
+/// and holds its idle deadline off, and a server that is killed reads
+/// unhealthy at once (its stream ended), then healthy once restarted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_legacy_sse_servers_read_healthy_and_one_comes_back_after_a_restart() {
+    require!(
+        installed("tests/node/node_modules"),
+        installed("tests/python/.venv-fastmcp2"),
+        installed("tests/python/.venv-fastmcp4")
+    );
+    let mut sse = SseServers::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("fleet.yaml");
+    // Progress every 500 ms for 3 s, against a 1.5 s idle deadline: only
+    // progress heard on the stream lets the call finish.
+    let probe = "    tool_probes:\n      - {tool: trigger-long-running-operation, arguments: {duration: 3, steps: 6}, interval: 1h, request_timeout: 1500ms, max_request_timeout: 20s}\n";
+    let servers: String = sse
+        .servers
+        .iter()
+        .map(|(id, port, _)| {
+            let extra = if *id == "everything-sse" { probe } else { "" };
+            format!(
+                "  - id: {id}\n    transport: sse\n    url: http://127.0.0.1:{port}/sse\n{extra}"
+            )
+        })
+        .collect();
+    std::fs::write(&cfg, format!("servers:\n{servers}")).expect("write");
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_mcpmon"))
+        .args(["check-config", cfg.to_str().expect("utf-8")])
+        .output()
+        .expect("check-config");
+    assert!(
+        check.status.success() && check.stderr.is_empty(),
+        "{check:?}"
+    );
+    let mon = Binary::start(&cfg, &[]).await;
+
+    let healthy: Vec<(&str, &str, &str)> = sse
+        .servers
+        .iter()
+        .map(|(id, ..)| (*id, "healthy", "ok"))
+        .collect();
+    wait_fleet(&mon, &healthy, Duration::from_secs(60)).await;
+    for (id, ..) in &sse.servers {
+        let (_, v) = mon.server(id).await;
+        assert_eq!(v["era"], "legacy", "{id}: {v:#}");
+        assert_eq!(v["transport"], "sse", "{id}: {v:#}");
+        assert!(v["tools"].as_u64() >= Some(1), "{id}: {v:#}");
+    }
+
+    // `mcpmon probe` speaks it too.
+    let url = format!("http://127.0.0.1:{}/sse", sse.port("supergateway-sse"));
+    let probe = std::process::Command::new(env!("CARGO_BIN_EXE_mcpmon"))
+        .args(["probe", "--transport", "sse", &url])
+        .output()
+        .expect("probe");
+    let said = String::from_utf8_lossy(&probe.stdout);
+    assert!(
+        probe.status.success() && said.contains("state:      healthy (ok)"),
+        "{said}"
+    );
+
+    let tool = r#"server="everything-sse",tool="trigger-long-running-operation""#;
+    let start = Instant::now();
+    let metrics = loop {
+        let (_, m) = mon.get("/metrics").await;
+        if m.contains(&format!(
+            "mcpmon_tool_call_duration_seconds_count{{{tool}}} 1"
+        )) {
+            break m;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no tool call in 30 s:\n{m}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(
+        !metrics.contains(&format!(
+            "mcpmon_tool_call_cancellations_total{{reason=\"request_timeout\",{tool}}} 1"
+        )),
+        "the call was cancelled: its progress was not heard"
+    );
+    let progress = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with(r#"mcpmon_progress_interval_seconds_count{server="everything-sse"}"#)
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+    assert!(progress >= Some(4.0), "progress heard: {progress:?}");
+
+    // Killed: its stream ends, and that is the verdict, before any ping.
+    let port = sse.port("fastmcp2-sse");
+    let (_, _, killed) = sse
+        .servers
+        .iter_mut()
+        .find(|(id, ..)| *id == "fastmcp2-sse")
+        .expect("listed");
+    killed.kill().await;
+    wait_fleet(
+        &mon,
+        &[("fastmcp2-sse", "unhealthy", "unreachable")],
+        Duration::from_secs(8),
+    )
+    .await;
+    let fastmcp = repo().join("tests/python/fastmcp_server.py");
+    *killed = SseServers::fastmcp("fastmcp2-sse", fastmcp.to_str().expect("utf-8"), port).await;
+    wait_fleet(&mon, &healthy, Duration::from_secs(60)).await;
+    let (_, v) = mon.server("fastmcp2-sse").await;
+    let closed = v["events"]
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["kind"] == "session_closed"))
+        .map(|e| e["detail"].as_str().unwrap_or("").to_owned());
+    assert!(
+        closed
+            .as_deref()
+            .is_some_and(|d| d.contains("event stream")),
+        "the close names the stream: {v:#}"
+    );
+}
+
+/// The legacy HTTP+SSE transport under `transport: http`, as the four
+/// servers serve it, reads `wrong_transport`; a plain web page and a path
+/// with no endpoint read `not_mcp`. Each says so in few words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_sse_servers_and_web_pages_under_http_are_named() {
     require!(
@@ -325,50 +537,14 @@ async fn legacy_sse_servers_and_web_pages_under_http_are_named() {
         installed("tests/python/.venv-fastmcp2"),
         installed("tests/python/.venv-fastmcp4")
     );
-    let fastmcp = repo().join("tests/python/fastmcp_server.py");
-    let fastmcp = fastmcp.to_str().expect("utf-8");
-    let memory = node_bin("mcp-server-memory");
+    let sse = SseServers::start().await;
     let page = tempfile::tempdir().expect("tempdir");
     std::fs::write(
         page.path().join("index.html"),
         "<html><body><h1>Welcome</h1></body></html>",
     )
     .expect("write");
-
-    let ports: Vec<u16> = (0..5).map(|_| free_port()).collect();
-    let everything = third_party_http(
-        &node_bin("mcp-server-everything"),
-        &["sse"],
-        &[("PORT", ports[0].to_string())],
-        ports[0],
-    )
-    .await;
-    let gateway = third_party_http(
-        &node_bin("supergateway"),
-        &[
-            "--stdio",
-            memory.to_str().expect("utf-8"),
-            "--port",
-            &ports[1].to_string(),
-        ],
-        &[],
-        ports[1],
-    )
-    .await;
-    let fastmcp2 = third_party_http(
-        &venv_bin("fastmcp2", "python"),
-        &[fastmcp, "sse", &ports[2].to_string()],
-        &[],
-        ports[2],
-    )
-    .await;
-    let fastmcp4 = third_party_http(
-        &venv_bin("fastmcp4", "python"),
-        &[fastmcp, "sse", &ports[3].to_string()],
-        &[],
-        ports[3],
-    )
-    .await;
+    let web_port = free_port();
     let web = third_party_http(
         &venv_bin("fastmcp4", "python"),
         &[
@@ -378,43 +554,44 @@ async fn legacy_sse_servers_and_web_pages_under_http_are_named() {
             "127.0.0.1",
             "--directory",
             page.path().to_str().expect("utf-8"),
-            &ports[4].to_string(),
+            &web_port.to_string(),
         ],
         &[],
-        ports[4],
+        web_port,
     )
     .await;
 
     let url = |port: u16, path: &str| format!("http://127.0.0.1:{port}{path}");
+    let p = |id| sse.port(id);
     let want = [
         (
             "everything-sse",
-            url(ports[0], "/sse"),
+            url(p("everything-sse"), "/sse"),
             "wrong_transport",
             "Cannot POST /sse",
         ),
         (
             "supergateway-sse",
-            url(ports[1], "/sse"),
+            url(p("supergateway-sse"), "/sse"),
             "wrong_transport",
             "Cannot POST /sse",
         ),
         (
             "fastmcp2-sse",
-            url(ports[2], "/sse"),
+            url(p("fastmcp2-sse"), "/sse"),
             "wrong_transport",
             "HTTP 405",
         ),
         (
             "fastmcp4-sse",
-            url(ports[3], "/sse"),
+            url(p("fastmcp4-sse"), "/sse"),
             "wrong_transport",
             "HTTP 405",
         ),
-        ("web-page", url(ports[4], "/"), "not_mcp", "HTTP 501"),
+        ("web-page", url(web_port, "/"), "not_mcp", "HTTP 501"),
         (
             "no-endpoint",
-            url(ports[0], "/nothing"),
+            url(p("everything-sse"), "/nothing"),
             "not_mcp",
             "Cannot POST /nothing",
         ),
@@ -428,31 +605,13 @@ async fn legacy_sse_servers_and_web_pages_under_http_are_named() {
     std::fs::write(&cfg, format!("servers:\n{servers}")).expect("write");
     let mon = Binary::start(&cfg, &[]).await;
 
-    let start = Instant::now();
-    loop {
-        let (_, fleet_json) = mon.get("/health/fleet").await;
-        let v: Value = serde_json::from_str(&fleet_json).expect("json");
-        let reason = |id: &str| {
-            v["servers"]
-                .as_array()
-                .and_then(|a| a.iter().find(|s| s["id"] == id))
-                .and_then(|s| s["reason"].as_str())
-                .unwrap_or("")
-                .to_owned()
-        };
-        if want.iter().all(|(id, _, r, _)| reason(id) == *r) {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "not named in 60 s: {v:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let named: Vec<(&str, &str, &str)> = want
+        .iter()
+        .map(|(id, _, reason, _)| (*id, "unhealthy", *reason))
+        .collect();
+    wait_fleet(&mon, &named, Duration::from_secs(60)).await;
     for (id, _, reason, says) in &want {
         let (_, v) = mon.server(id).await;
-        assert_eq!(v["status"], "unhealthy", "{id}: {v:#}");
-        assert_eq!(v["reason"], *reason, "{id}: {v:#}");
         let detail = v["detail"].as_str().unwrap_or("");
         assert!(detail.contains(says), "{id}: {detail}");
         assert!(
@@ -463,5 +622,5 @@ async fn legacy_sse_servers_and_web_pages_under_http_are_named() {
             assert!(detail.contains("legacy HTTP+SSE"), "{id}: {detail}");
         }
     }
-    drop((everything, gateway, fastmcp2, fastmcp4, web));
+    drop((sse, web));
 }

@@ -169,7 +169,7 @@ fn a_legacy_sse_url_under_http_is_a_warning() {
     assert_eq!(
         stderr.lines().collect::<Vec<_>>(),
         [
-            "warning: tests/testdata/warn-sse-url.yml:4:10: server \"old-bridge\": a URL ending in /sse is usually the legacy HTTP+SSE transport (2024-11-05), which `transport: http` does not speak; its Streamable HTTP endpoint is often /mcp"
+            "warning: tests/testdata/warn-sse-url.yml:4:10: server \"old-bridge\": a URL ending in /sse is usually the legacy HTTP+SSE transport (2024-11-05): use `transport: sse`, or the server's Streamable HTTP endpoint (often /mcp)"
         ]
     );
 }

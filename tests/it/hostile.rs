@@ -255,6 +255,12 @@ async fn storm(transport: &str, era: &str, kind: &str) {
             "  - id: attacker\n    transport: stdio\n    command: python3\n    args: [{:?}, stdio, {era}, {kind}, {trigger_s:?}]\n",
             attacks()
         ),
+        "sse" => {
+            let (peer, port) =
+                python_peer(&["sse", kind, &trigger_s], &dir.path().join("port")).await;
+            peers.push(peer);
+            format!("  - id: attacker\n    transport: sse\n    url: http://127.0.0.1:{port}/sse\n")
+        }
         _ => {
             let (peer, port) =
                 python_peer(&["http", era, kind, &trigger_s], &dir.path().join("port")).await;
@@ -313,6 +319,42 @@ async fn notification_storms_over_http_legacy() {
 async fn notification_storms_over_http_modern() {
     require!(program("python3"));
     storms("http", "modern").await;
+}
+
+/// A legacy HTTP+SSE stream that names a message endpoint on another
+/// origin is refused before anything is POSTed there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_stream_cannot_aim_mcpmon_elsewhere() {
+    require!(program("python3"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trigger = dir.path().join("attack").display().to_string();
+    let (peer, port) = python_peer(&["sse", "elsewhere", &trigger], &dir.path().join("port")).await;
+    let server =
+        format!("  - id: attacker\n    transport: sse\n    url: http://127.0.0.1:{port}/sse\n");
+    let case = Case::start(dir, &server, "", &[], vec![peer]).await;
+    let v = case
+        .mon
+        .wait_status("attacker", "unhealthy", PATIENCE)
+        .await;
+    assert_eq!(v["reason"], "connect_failed", "{v}");
+    let detail = v["detail"].as_str().unwrap_or("");
+    assert!(
+        detail.contains("http://127.0.0.1:9/messages") && detail.contains("refused"),
+        "{detail}"
+    );
+}
+
+/// The legacy HTTP+SSE transport is legacy-era only; its stream carries
+/// every storm, and one event that never ends is cut at the size bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notification_storms_and_an_endless_event_over_legacy_sse() {
+    require!(program("python3"));
+    alone(async {
+        for kind in STORMS.iter().chain(&["endless-event"]) {
+            storm("sse", "legacy", kind).await;
+        }
+    })
+    .await;
 }
 
 // ---- 2, 3, 6, 7. Discovery documents ----

@@ -29,7 +29,8 @@ impl Validator<'_> {
         };
         let transport = match s.transport {
             TransportKind::Stdio => self.stdio_transport(&s, at)?,
-            TransportKind::Http => self.http_transport(&s, at)?,
+            TransportKind::Http => self.http_transport(&s, at, false)?,
+            TransportKind::Sse => self.http_transport(&s, at, true)?,
         };
         let labels = self.labels(&s.labels, &under(at, "labels"));
         let expanded = self
@@ -225,9 +226,9 @@ impl Validator<'_> {
         })
     }
 
-    /// An HTTP server: an http(s) URL, headers, and at most one source of
-    /// credentials.
-    fn http_transport(&mut self, s: &ServerFile, at: &[Seg]) -> Option<TransportSpec> {
+    /// An HTTP server (`sse`: over the legacy HTTP+SSE transport): an
+    /// http(s) URL, headers, and at most one source of credentials.
+    fn http_transport(&mut self, s: &ServerFile, at: &[Seg], sse: bool) -> Option<TransportSpec> {
         self.foreign_keys(
             at,
             &[
@@ -237,10 +238,15 @@ impl Validator<'_> {
                 ("inherit_env", !s.inherit_env.is_empty()),
                 ("cwd", s.cwd.is_some()),
             ],
-            "stdio servers, not http",
+            if sse {
+                "stdio servers, not sse"
+            } else {
+                "stdio servers, not http"
+            },
         );
         let Some(raw) = s.url.as_deref() else {
-            self.error(at, format!("server {:?}: http needs `url`", s.id));
+            let kind = if sse { "sse" } else { "http" };
+            self.error(at, format!("server {:?}: {kind} needs `url`", s.id));
             return None;
         };
         let expanded = self.expand(raw, &under(at, "url"));
@@ -259,13 +265,13 @@ impl Validator<'_> {
                 return None;
             }
         };
-        if url.path().trim_end_matches('/').ends_with("/sse") {
+        if !sse && url.path().trim_end_matches('/').ends_with("/sse") {
             // The legacy HTTP+SSE transport's usual path: its servers answer
             // a Streamable HTTP POST there with 404 or 405.
             self.warn(
                 &under(at, "url"),
                 format!(
-                    "server {:?}: a URL ending in /sse is usually the legacy HTTP+SSE transport (2024-11-05), which `transport: http` does not speak; its Streamable HTTP endpoint is often /mcp",
+                    "server {:?}: a URL ending in /sse is usually the legacy HTTP+SSE transport (2024-11-05): use `transport: sse`, or the server's Streamable HTTP endpoint (often /mcp)",
                     s.id
                 ),
             );
@@ -284,9 +290,18 @@ impl Validator<'_> {
         let oauth2 = s
             .oauth2
             .as_ref()
-            .and_then(|o| self.oauth2(o, &under(at, "oauth2")));
+            .and_then(|o| self.oauth2(o, &under(at, "oauth2")))
+            .map(Box::new);
+        if sse && s.oauth2.is_some() {
+            self.error(
+                &under(at, "oauth2"),
+                "`oauth2` is not supported with `transport: sse`; use `bearer_token_env` or `headers`"
+                    .to_owned(),
+            );
+        }
         Some(TransportSpec::Http {
             url,
+            sse,
             headers,
             bearer_token,
             oauth2,

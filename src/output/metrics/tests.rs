@@ -34,6 +34,7 @@ fn healthy_for_a_while(o: &mut Owner, id: &str, labels: usize, http: bool) {
     if http {
         s.transport = crate::config::TransportSpec::Http {
             url: "http://127.0.0.1:1/mcp".parse().expect("url"),
+            sse: false,
             headers: vec![],
             bearer_token: None,
             oauth2: None,

@@ -34,6 +34,7 @@ async fn http_transport(
         headers,
         bearer_token,
         oauth2,
+        ..
     } = &spec.transport
     else {
         return Err(OpenError {
@@ -53,7 +54,7 @@ async fn http_transport(
     }
     if let Some(o) = oauth2 {
         let source = Arc::new(TokenSource::new(
-            o.clone(),
+            (**o).clone(),
             http.clone(),
             spec.scrubber.clone(),
         ));
@@ -292,6 +293,7 @@ impl Remote<'_> {
                 conclusive,
             },
             child: None,
+            stream: None,
             meter,
             activity,
         };

@@ -31,6 +31,7 @@ use super::{Era, OpenError, ServerInfo, truncate};
 use crate::config::{KNOWN_VERSIONS, Protocol, ServerSpec, TransportSpec, is_modern};
 
 mod http;
+mod sse;
 mod stdio;
 
 pub(super) use http::open_http;
@@ -128,6 +129,7 @@ impl McpSession {
         let plan = Plan::new(&spec.protocol, hint);
         match &spec.transport {
             TransportSpec::Stdio { .. } => stdio::open_stdio(spec, &plan, until).await,
+            TransportSpec::Http { sse: true, .. } => sse::open_sse(spec, http, &plan, until).await,
             TransportSpec::Http { .. } => http::open_http(spec, http, &plan, until).await,
         }
     }
@@ -137,6 +139,8 @@ impl McpSession {
 pub(super) struct Started {
     pub(super) opened: Opened,
     pub(super) child: Option<Child>,
+    /// A legacy HTTP+SSE session's event stream.
+    pub(super) stream: Option<Arc<super::legacy_sse::StreamEnd>>,
     pub(super) meter: Arc<Meter>,
     pub(super) activity: Arc<Activity>,
 }
@@ -185,6 +189,7 @@ pub(super) async fn finish(
     let Started {
         opened,
         child,
+        stream,
         meter,
         activity,
     } = started;
@@ -232,6 +237,7 @@ pub(super) async fn finish(
         activity,
         tokens,
         static_expiry,
+        stream,
     }
 }
 

@@ -272,6 +272,7 @@ async fn stdio_attempt(
             return Ok(Ok(Started {
                 opened,
                 child: Some(child),
+                stream: None,
                 meter,
                 activity,
             }));
