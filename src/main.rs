@@ -112,6 +112,16 @@ enum Cmd {
     },
     /// Check one server once and print what was found; exits 0 only when healthy.
     Probe(ProbeArgs),
+    /// Print the fleet YAML for client configs (Claude Desktop, Cursor,
+    /// Claude Code, Windsurf, VS Code, Codex), to start a fleet file from.
+    Import {
+        /// The client config files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// `auto` (by file name, then shape), or the tool that wrote them.
+        #[arg(long, default_value = "auto")]
+        format: String,
+    },
 }
 
 /// `mcpmon probe`'s arguments.
@@ -194,6 +204,10 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.cmd {
         Some(Cmd::CheckConfig { ref file }) => Ok(check_config(file)),
         Some(Cmd::Probe(ref args)) => probe_once(args, &runtime),
+        Some(Cmd::Import {
+            ref files,
+            ref format,
+        }) => import(files, format),
         None => serve(cli, &runtime),
     }
 }
@@ -392,6 +406,29 @@ fn probe_config(a: &ProbeArgs) -> anyhow::Result<serde_json::Value> {
         server["args"] = args.into();
     }
     Ok(serde_json::json!({ "servers": [server] }))
+}
+
+/// `mcpmon import`: every file read, then one fleet on stdout; a file
+/// that cannot be read is an error naming file:line:column.
+fn import(files: &[PathBuf], format: &str) -> anyhow::Result<ExitCode> {
+    use mcpmon::config::clients::{self, ClientFormat};
+    let format: ClientFormat = format.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "--format {format:?}: one of auto, claude, cursor, claude-code, windsurf, vscode, codex"
+        )
+    })?;
+    let env = |v: &str| std::env::var(v).ok();
+    let home = std::env::var("HOME").unwrap_or_default();
+    let mut configs = Vec::with_capacity(files.len());
+    for file in files {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let config =
+            clients::read(file, &text, format, &env, &home).map_err(|e| anyhow::anyhow!("{e}"))?;
+        configs.push((file.clone(), config));
+    }
+    print!("{}", clients::fleet_yaml(&configs));
+    Ok(ExitCode::SUCCESS)
 }
 
 fn print_report(r: &mcpmon::oneshot::ProbeReport) {

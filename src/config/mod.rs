@@ -4,6 +4,7 @@
 //! is either a fully resolved [`Config`] or every problem found, each naming
 //! `file:line:column`. Nothing here starts tasks or touches the network.
 
+pub mod clients;
 mod diff;
 mod positions;
 mod raw;

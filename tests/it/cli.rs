@@ -467,3 +467,74 @@ fn json_log_fields_are_the_documented_ones() {
     with("cannot open session", &["server", "reason", "detail"]);
     with("state changed", &["server", "from", "to", "reason"]);
 }
+
+/// `mcpmon import` turns a Claude Desktop file and a VS Code file into one
+/// fleet that `check-config` accepts and mcpmon runs; an entry that needs
+/// a person's input is written out commented, with why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_turns_client_configs_into_a_fleet_that_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let demo = demo_server().display().to_string();
+    let claude = dir.path().join("claude_desktop_config.json");
+    std::fs::write(
+        &claude,
+        format!(
+            r#"{{"mcpServers": {{"billing": {{"command": {demo:?}, "args": ["--name", "billing"]}}}}}}"#
+        ),
+    )
+    .expect("write");
+    std::fs::create_dir(dir.path().join(".vscode")).expect("mkdir");
+    let vscode = dir.path().join(".vscode/mcp.json");
+    std::fs::write(
+        &vscode,
+        format!(
+            r#"{{
+  // VS Code writes comments and trailing commas.
+  "inputs": [{{"type": "promptString", "id": "token", "password": true}}],
+  "servers": {{
+    "search": {{"type": "stdio", "command": {demo:?}, "args": ["--name", "search"], "env": {{"HOME_DIR": "${{env:HOME}}"}},}},
+    "private": {{"type": "stdio", "command": {demo:?}, "env": {{"TOKEN": "${{input:token}}"}}}}
+  }}
+}}"#
+        ),
+    )
+    .expect("write");
+    let (code, yaml, stderr) = run(mcpmon().args([
+        "import",
+        claude.to_str().expect("utf-8"),
+        vscode.to_str().expect("utf-8"),
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(yaml.contains("  - id: billing\n"), "{yaml}");
+    assert!(
+        yaml.contains("HOME_DIR: ${HOME}"),
+        "a variable stays a reference: {yaml}"
+    );
+    assert!(
+        yaml.contains(
+            "# \"private\" needs configuration: the input \"token\" is asked of a person"
+        ),
+        "{yaml}"
+    );
+    let fleet = dir.path().join("fleet.yaml");
+    std::fs::write(&fleet, &yaml).expect("write");
+    let (code, out, err) = run(mcpmon().args(["check-config", fleet.to_str().expect("utf-8")]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("valid, 2 server(s)"), "{out}");
+    let mon = Binary::start(&fleet, &[]).await;
+    for id in ["billing", "search"] {
+        mon.wait_status(id, "healthy", Duration::from_secs(30))
+            .await;
+    }
+    let (_, v) = mon.server("search").await;
+    assert_eq!(v["labels"]["client_format"], "vscode", "{v}");
+
+    // A broken file is an error naming where.
+    std::fs::write(&claude, "{\"mcpServers\": {\"a\": }}").expect("write");
+    let (code, _, err) = run(mcpmon().args(["import", claude.to_str().expect("utf-8")]));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("claude_desktop_config.json:1:22: not JSON"),
+        "{err}"
+    );
+}
