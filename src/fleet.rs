@@ -149,7 +149,7 @@ impl Fleet {
                 redact::redact(message)
             );
         }
-        for mechanism in [Mechanism::File, Mechanism::Http] {
+        for &mechanism in <Mechanism as strum::VariantArray>::VARIANTS {
             let n = resolved.counts.get(&mechanism).copied().unwrap_or(0);
             self.count(DiscoveryNews::Servers(mechanism, n)).await;
         }

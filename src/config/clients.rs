@@ -411,6 +411,78 @@ impl Translate<'_> {
     }
 }
 
+/// A client config as a discovery source reads it: mcpmon entries as a
+/// JSON list, and the entries that need configuration.
+#[derive(Debug)]
+pub struct Translated {
+    /// The runnable servers' entries, entry `i` on line `i + 2`.
+    pub json: String,
+    /// The client config's line of each entry in `json`.
+    lines: Vec<usize>,
+    /// One error per entry left out, at its line, saying what it needs.
+    needs: Vec<ConfigError>,
+}
+
+impl Translated {
+    /// Put what validating `json` found back where the client config
+    /// wrote it, and add the entries that need configuration.
+    pub fn place(self, entries: &mut super::Entries) {
+        let errors = entries
+            .rejected
+            .iter_mut()
+            .flat_map(|r| r.errors.iter_mut())
+            .chain(entries.warnings.iter_mut());
+        for e in errors {
+            if let Some(line) = e.line.checked_sub(2).and_then(|i| self.lines.get(i)) {
+                (e.line, e.column) = (*line, 1);
+            }
+        }
+        if !self.needs.is_empty() {
+            entries.rejected.push(super::Rejected {
+                reason: super::Rejection::NeedsConfiguration,
+                count: self.needs.len(),
+                errors: self.needs,
+            });
+        }
+    }
+}
+
+/// Read a client config as [`Translated`] entries.
+pub fn as_entries(
+    path: &Path,
+    text: &str,
+    format: ClientFormat,
+    env: &dyn Fn(&str) -> Option<String>,
+    home: &str,
+) -> Result<Translated, ConfigError> {
+    let config = read(path, text, format, env, home)?;
+    let mut json = String::from("[\n");
+    let mut lines = Vec::new();
+    let mut needs = Vec::new();
+    for s in config.servers {
+        if !s.needs.is_empty() {
+            needs.push(ConfigError {
+                file: path.to_owned(),
+                line: s.line,
+                column: 1,
+                message: format!(
+                    "server {:?} needs configuration: {}",
+                    s.name,
+                    s.needs.join("; ")
+                ),
+            });
+            continue;
+        }
+        if !lines.is_empty() {
+            json.push_str(",\n");
+        }
+        json.push_str(&Value::Object(s.entry).to_string());
+        lines.push(s.line);
+    }
+    json.push_str("\n]\n");
+    Ok(Translated { json, lines, needs })
+}
+
 /// The fleet YAML for client configs, for a person to start from: one
 /// `servers:` list, ids kept distinct across files, and every server that
 /// needs configuration written out commented, with what it needs.

@@ -20,6 +20,26 @@ pub(super) struct FileDoc {
     pub(super) file_sd_configs: Vec<FileSdFile>,
     #[serde(default)]
     pub(super) http_sd_configs: Vec<HttpSdFile>,
+    #[serde(default)]
+    pub(super) client_config_sd_configs: Vec<ClientSdFile>,
+}
+
+/// One `client_config_sd_configs` entry: client configs, watched as
+/// file_sd files are.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ClientSdFile {
+    pub(super) files: Vec<String>,
+    #[serde(default = "auto")]
+    pub(super) format: super::clients::ClientFormat,
+    pub(super) refresh_interval: Option<Dur>,
+    #[serde(default)]
+    pub(super) labels: BTreeMap<String, String>,
+    pub(super) max_servers: Option<usize>,
+}
+
+fn auto() -> super::clients::ClientFormat {
+    super::clients::ClientFormat::Auto
 }
 
 /// One `file_sd_configs` entry, as Prometheus writes it.

@@ -37,6 +37,9 @@ pub struct FileSd {
     pub labels: BTreeMap<String, String>,
     /// Most servers its files may add together.
     pub max_servers: usize,
+    /// For `client_config_sd_configs`: the files are client configs, read
+    /// as this format.
+    pub client: Option<super::clients::ClientFormat>,
 }
 
 /// TLS for an http_sd endpoint.
@@ -143,6 +146,9 @@ pub enum Rejection {
     OwnAddress,
     /// Its id is taken by an earlier source.
     Duplicate,
+    /// A client config's entry needs what mcpmon cannot supply (a
+    /// person's input, an unset variable).
+    NeedsConfiguration,
 }
 
 impl Rejection {

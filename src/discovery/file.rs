@@ -111,9 +111,13 @@ pub(super) fn read_all(patterns: &[PathBuf]) -> Vec<Document> {
         let (Some(dir), Some(name)) = (pattern.parent(), pattern.file_name()) else {
             continue;
         };
-        let Ok(glob) = glob::Pattern::new(&name.to_string_lossy()) else {
+        let name = name.to_string_lossy();
+        let Ok(glob) = glob::Pattern::new(&name) else {
             continue;
         };
+        // As in a shell, only a pattern that starts with a dot matches dot
+        // files (`.mcp.json`); `*` does not.
+        let dots = name.starts_with('.');
         // A missing directory matches nothing, as Prometheus's glob does.
         let Ok(entries) = std::fs::read_dir(dir) else {
             continue;
@@ -122,7 +126,7 @@ pub(super) fn read_all(patterns: &[PathBuf]) -> Vec<Document> {
             let file_name = entry.file_name();
             // Dot files are editors' temporaries and Kubernetes' `..data`.
             let name = file_name.to_string_lossy();
-            if !name.starts_with('.') && glob.matches(&name) {
+            if (dots || !name.starts_with('.')) && glob.matches(&name) {
                 paths.push(entry.path());
             }
         }
@@ -193,6 +197,9 @@ mod tests {
             .map(|d| d.origin.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["a.yaml", "b.yaml", "c.json"]);
+        // Named with its dot, a dot file is read.
+        let docs = read_all(&[dir.join(".a.yaml.swp")]);
+        assert_eq!(docs.len(), 1);
         assert!(docs.iter().all(|d| d.text.as_deref() == Ok("[]")));
         std::fs::remove_dir_all(&dir).unwrap();
     }

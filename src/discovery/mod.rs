@@ -1,5 +1,6 @@
-//! Servers found by `file_sd_configs` and `http_sd_configs`, merged with the
-//! main file's and cut down to this replica's shard.
+//! Servers found by `file_sd_configs`, `http_sd_configs` and
+//! `client_config_sd_configs`, merged with the main file's and cut down to
+//! this replica's shard.
 //!
 //! Each source is one task ([`Discovery`]) that reads its files or asks its
 //! endpoint, validates what changed on a blocking thread ([`Checker`]), and
@@ -24,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{
     Config, ConfigError, Entries, EntrySource, FileSd, Format, HttpSd, Rejection, ServerSpec,
-    Trust, TunablesFile,
+    Trust, TunablesFile, clients,
 };
 pub use shard::{Shard, ShardError};
 
@@ -50,6 +51,9 @@ pub enum Mechanism {
     File,
     /// `http_sd_configs`
     Http,
+    /// `client_config_sd_configs`
+    #[strum(serialize = "client_config")]
+    ClientConfig,
 }
 
 impl Mechanism {
@@ -72,6 +76,9 @@ impl Source {
     /// Its mechanism.
     pub fn mechanism(&self) -> Mechanism {
         match self {
+            Source::File(FileSd {
+                client: Some(_), ..
+            }) => Mechanism::ClientConfig,
             Source::File(_) => Mechanism::File,
             Source::Http(_) => Mechanism::Http,
         }
@@ -81,7 +88,12 @@ impl Source {
         match self {
             Source::File(f) => EntrySource {
                 trust: Trust::Local,
-                format: Format::Yaml,
+                // Client configs arrive translated, as JSON.
+                format: if f.client.is_some() {
+                    Format::Json
+                } else {
+                    Format::Yaml
+                },
                 labels: &f.labels,
                 base,
                 max_servers: f.max_servers,
@@ -261,13 +273,20 @@ fn validate(
         Source::File(_) => doc.origin.parent().unwrap_or(base),
         Source::Http(_) => base,
     };
-    crate::config::parse_entries(
-        &doc.origin,
-        text,
-        global,
-        &source.entry_source(base, own),
-        env,
-    )
+    let entry_source = source.entry_source(base, own);
+    let Source::File(FileSd {
+        client: Some(format),
+        ..
+    }) = source
+    else {
+        return crate::config::parse_entries(&doc.origin, text, global, &entry_source, env);
+    };
+    let home = env("HOME").unwrap_or_default();
+    let translated = clients::as_entries(&doc.origin, text, *format, env, &home)?;
+    let mut entries =
+        crate::config::parse_entries(&doc.origin, &translated.json, global, &entry_source, env)?;
+    translated.place(&mut entries);
+    Ok(entries)
 }
 
 /// What `check-config` found in the file_sd documents.
@@ -291,9 +310,17 @@ pub fn check_files(config: &Config) -> FileCheck {
     };
     for report in &reports {
         let failures = report.failures.iter().map(|(_, e)| e.to_string());
-        let rejected = report.rejected.iter().flat_map(|(_, _, _, errors)| errors);
         check.problems.extend(failures);
-        check.problems.extend(rejected.map(|e| e.to_string()));
+        for (_, reason, _, errors) in &report.rejected {
+            // A client config's entry that needs a person is theirs to
+            // finish, not an error in what mcpmon was given.
+            let into = if *reason == Rejection::NeedsConfiguration {
+                &mut check.warnings
+            } else {
+                &mut check.problems
+            };
+            into.extend(errors.iter().map(|e| e.to_string()));
+        }
         check
             .warnings
             .extend(report.warnings.iter().map(|w| w.to_string()));

@@ -10,6 +10,7 @@ mod support;
 
 mod busy;
 mod cli;
+mod clients;
 mod compat;
 mod config;
 mod faults;

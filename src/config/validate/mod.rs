@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::positions::{Locator, Seg, check_aliases};
-use super::raw::{FileDoc, FileSdFile, HttpSdFile, ServerFile, TransportKind};
+use super::raw::{ClientSdFile, FileDoc, FileSdFile, HttpSdFile, ServerFile, TransportKind};
 use super::sd::{FILE_SD_REFRESH, HTTP_SD_REFRESH};
 use super::*;
 
@@ -31,6 +31,7 @@ pub(super) fn parse(
             servers: doc.servers.into_iter().enumerate().collect(),
             file_sd: doc.file_sd_configs,
             http_sd: doc.http_sd_configs,
+            client_sd: doc.client_config_sd_configs,
         }),
         Err(e) => {
             let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
@@ -90,6 +91,7 @@ struct Doc {
     servers: Vec<(usize, ServerFile)>,
     file_sd: Vec<FileSdFile>,
     http_sd: Vec<HttpSdFile>,
+    client_sd: Vec<ClientSdFile>,
 }
 
 mod entries;
@@ -190,6 +192,7 @@ impl<'a> Validator<'a> {
             servers: Vec::new(),
             file_sd: Vec::new(),
             http_sd: Vec::new(),
+            client_sd: Vec::new(),
         };
         let mut found = Vec::new();
         match value {
@@ -206,6 +209,9 @@ impl<'a> Validator<'a> {
                         "http_sd_configs" => {
                             doc.http_sd = self.part(v, &at, "http_sd_configs", &mut found).unwrap_or_default()
                         }
+                        "client_config_sd_configs" => {
+                            doc.client_sd = self.part(v, &at, "client_config_sd_configs", &mut found).unwrap_or_default()
+                        }
                         "servers" => match v {
                             yaml_serde::Value::Sequence(list) => {
                                 for (i, entry) in list.into_iter().enumerate() {
@@ -221,7 +227,7 @@ impl<'a> Validator<'a> {
                         },
                         other => found.push(self.at(
                             &at,
-                            format!("unknown field `{other}`, expected one of `global`, `fleet`, `servers`, `file_sd_configs`, `http_sd_configs`"),
+                            format!("unknown field `{other}`, expected one of `global`, `fleet`, `servers`, `file_sd_configs`, `http_sd_configs`, `client_config_sd_configs`"),
                         )),
                     }
                 }
@@ -284,6 +290,7 @@ impl<'a> Validator<'a> {
             servers: doc_servers,
             file_sd,
             http_sd,
+            client_sd,
         } = doc;
         let g = [Seg::key("global")];
         self.check_tunables(&doc_global, &g);
@@ -313,11 +320,14 @@ impl<'a> Validator<'a> {
                 servers.push(spec);
             }
         }
-        let file_sd = file_sd
+        let mut file_sd: Vec<FileSd> = file_sd
             .into_iter()
             .enumerate()
             .filter_map(|(i, f)| self.file_sd(f, &[Seg::key("file_sd_configs"), Seg::Index(i)]))
             .collect();
+        file_sd.extend(client_sd.into_iter().enumerate().filter_map(|(i, c)| {
+            self.client_sd(c, &[Seg::key("client_config_sd_configs"), Seg::Index(i)])
+        }));
         let http_sd = http_sd
             .into_iter()
             .enumerate()

@@ -53,6 +53,51 @@ impl Validator<'_> {
             refresh_interval,
             labels: f.labels,
             max_servers: f.max_servers.unwrap_or(super::sd::MAX_SERVERS),
+            client: None,
+        })
+    }
+
+    /// A `client_config_sd_configs` entry: patterns (only the file name may
+    /// hold a `*`), relative to the config file, read as client configs.
+    pub(super) fn client_sd(&mut self, c: ClientSdFile, at: &[Seg]) -> Option<FileSd> {
+        let sub = |name: &str| under(at, name);
+        if c.files.is_empty() {
+            self.error(
+                &sub("files"),
+                "client_config_sd_configs: `files` needs at least one pattern".to_owned(),
+            );
+        }
+        let mut files = Vec::new();
+        for (i, pattern) in c.files.iter().enumerate() {
+            let mut p = sub("files");
+            p.push(Seg::Index(i));
+            let (dir, name) = pattern.rsplit_once('/').unwrap_or(("", pattern.as_str()));
+            if dir.contains('*')
+                || name.matches('*').count() > 1
+                || glob::Pattern::new(name).is_err()
+            {
+                self.error(
+                    &p,
+                    format!("file pattern {pattern:?}: only the file name may hold one `*`"),
+                );
+                continue;
+            }
+            files.push(self.base.join(pattern));
+        }
+        let refresh_interval = c.refresh_interval.map_or(FILE_SD_REFRESH, |d| d.0);
+        if refresh_interval.is_zero() {
+            self.error(
+                &sub("refresh_interval"),
+                "refresh_interval must be greater than zero".to_owned(),
+            );
+        }
+        self.labels(&c.labels, &sub("labels"));
+        Some(FileSd {
+            files,
+            refresh_interval,
+            labels: c.labels,
+            max_servers: c.max_servers.unwrap_or(super::sd::MAX_SERVERS),
+            client: Some(c.format),
         })
     }
 
