@@ -50,7 +50,7 @@ fn invalid_files_are_pinned_to_their_messages() {
         ),
         (
             "tests/testdata/invalid-transport.yml",
-            vec!["tests/testdata/invalid-transport.yml:3:16: servers[0].transport: unknown variant `websocket`, expected `stdio` or `http`".to_owned()],
+            vec!["tests/testdata/invalid-transport.yml:3:16: servers[0].transport: unknown variant `websocket`, expected one of `stdio`, `http`, `sse`".to_owned()],
         ),
         (
             "tests/testdata/invalid-yaml.yml",
@@ -79,7 +79,7 @@ fn invalid_files_are_pinned_to_their_messages() {
             [
                 "2:3: global: invalid duration \"10 sekonds\" (unknown time unit \"sekonds\", supported units: ns, us/µs, ms, sec, min, hours, days, weeks, months, years (and few variations)); write it like 250ms, 5s or 2m".to_owned(),
                 "4:29: fleet.min_available_percentage: invalid type: string \"lots\", expected f64".to_owned(),
-                "7:16: servers[0].transport: unknown variant `websocket`, expected `stdio` or `http`".to_owned(),
+                "7:16: servers[0].transport: unknown variant `websocket`, expected one of `stdio`, `http`, `sse`".to_owned(),
                 "12:11: servers[1].args: invalid type: string \"not a list\", expected a sequence".to_owned(),
                 "15:10: url scheme \"ftp\" is not http or https".to_owned(),
                 format!("19:21: server \"d\": unknown field `ping_intervall`, expected one of {TUNABLES}"),

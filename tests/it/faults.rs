@@ -661,20 +661,22 @@ async fn a_server_s_huge_and_control_character_strings_stay_out_of_outputs() {
     require!(program("python3"), program("haproxy"));
     // serverInfo with a 1 MiB protocolVersion and version, and a name with
     // a newline, a forged log line and ESC sequences.
-    let (_d, mon) = start(&[stdio_cmd(
+    // Its 2 MiB answer, on a loaded machine, may take longer than the
+    // suite's 1.5 s handshake: the claim is about what is published.
+    let loud = stdio_cmd(
         "loud",
         "python3",
         &[&hostile(), "stdio", "loud-info"],
         &marker("fi"),
-    )])
-    .await;
+    ) + "    connect_timeout: 20s\n";
+    let (_d, mon) = start(&[loud]).await;
     let start = Instant::now();
     let v = loop {
         let (_, v) = mon.server("loud").await;
-        if v["sessions"].as_u64().unwrap_or(0) >= 1 || v["status"] == "unhealthy" {
+        if v["sessions"].as_u64().unwrap_or(0) >= 1 {
             break v;
         }
-        assert!(start.elapsed() < PATIENCE, "no verdict: {v}");
+        assert!(start.elapsed() < PATIENCE, "no session: {v}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let (_, body) = mon.get("/health/servers/loud").await;

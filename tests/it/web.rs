@@ -434,7 +434,27 @@ async fn only_allowed_host_names_are_answered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_that_never_read_cannot_take_every_connection() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mon = Binary::start(&fleet(dir.path()), &["--web.write-timeout", "3s"]).await;
+    // 300 servers nobody answers for make /metrics some 160 KiB, so a few
+    // responses fill a connection's buffers: the writes stall at once,
+    // rather than after thousands of small scrapes a loaded machine takes
+    // a minute to render.
+    let cfg = fleet(dir.path());
+    let mut yaml = std::fs::read_to_string(&cfg).expect("read");
+    for i in 0..300 {
+        yaml.push_str(&format!(
+            "  - id: absent-{i:03}\n    transport: http\n    url: http://127.0.0.1:9/mcp\n    backoff_initial: 30s\n    backoff_max: 60s\n"
+        ));
+    }
+    std::fs::write(&cfg, yaml).expect("write");
+    let mon = Binary::start(&cfg, &["--web.write-timeout", "3s"]).await;
+    mon.wait_status("absent-299", "unhealthy", Duration::from_secs(30))
+        .await;
+    let (_, metrics) = mon.get("/metrics").await;
+    assert!(
+        metrics.len() > 128 << 10,
+        "/metrics is only {} bytes",
+        metrics.len()
+    );
     let addr: std::net::SocketAddr = mon.addr.parse().expect("addr");
     // 512 clients from one address each pipeline 2000 scrapes and never
     // read: their responses fill the socket buffers and every write stalls.
@@ -472,6 +492,7 @@ async fn clients_that_never_read_cannot_take_every_connection() {
             .send()
             .await;
         if r.is_ok_and(|r| r.status() == 200) {
+            eprintln!("stalled writers cut off after {:?}", start.elapsed());
             break;
         }
         assert!(
