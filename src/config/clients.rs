@@ -216,7 +216,7 @@ fn workspace(path: &Path) -> String {
 }
 
 /// An id mcpmon accepts (`[a-zA-Z0-9_.-]+`) from a client's name.
-fn sanitise(name: &str) -> String {
+pub(super) fn sanitise(name: &str) -> String {
     let id: String = name
         .chars()
         .map(|c| {
@@ -424,6 +424,12 @@ pub struct Translated {
 }
 
 impl Translated {
+    /// Entries written elsewhere (a registry), with the source's line of
+    /// each and those left out.
+    pub(super) fn new(json: String, lines: Vec<usize>, needs: Vec<ConfigError>) -> Self {
+        Translated { json, lines, needs }
+    }
+
     /// Put what validating `json` found back where the client config
     /// wrote it, and add the entries that need configuration.
     pub fn place(self, entries: &mut super::Entries) {

@@ -8,14 +8,15 @@ pub mod clients;
 mod diff;
 mod positions;
 mod raw;
+pub mod registry;
 mod sd;
 mod validate;
 pub mod watch;
 
 pub use diff::Diff;
 pub use sd::{
-    Entries, EntrySource, FileSd, Format, HttpSd, MAX_SERVERS, Rejected, Rejection, SdTls, Trust,
-    parse_entries,
+    Entries, EntrySource, FileSd, Format, HttpSd, MAX_SERVERS, RegistryQuery, Rejected, Rejection,
+    SdTls, Trust, parse_entries,
 };
 
 use std::collections::BTreeMap;

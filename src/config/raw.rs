@@ -22,6 +22,43 @@ pub(super) struct FileDoc {
     pub(super) http_sd_configs: Vec<HttpSdFile>,
     #[serde(default)]
     pub(super) client_config_sd_configs: Vec<ClientSdFile>,
+    #[serde(default)]
+    pub(super) registry_sd_configs: Vec<RegistrySdFile>,
+}
+
+/// One `registry_sd_configs` entry: an MCP Registry's base URL, asked as an
+/// http_sd endpoint is (and as little trusted).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RegistrySdFile {
+    pub(super) url: String,
+    pub(super) search: Option<String>,
+    pub(super) refresh_interval: Option<Dur>,
+    #[serde(default)]
+    pub(super) headers: BTreeMap<String, String>,
+    pub(super) bearer_token_env: Option<String>,
+    #[serde(default)]
+    pub(super) tls: SdTlsFile,
+    #[serde(default)]
+    pub(super) labels: BTreeMap<String, String>,
+    pub(super) max_servers: Option<usize>,
+}
+
+impl RegistrySdFile {
+    /// The http_sd entry it is validated as, and its search.
+    pub(super) fn split(self) -> (HttpSdFile, Option<String>) {
+        let http = HttpSdFile {
+            url: self.url,
+            refresh_interval: self.refresh_interval,
+            headers: self.headers,
+            bearer_token_env: self.bearer_token_env,
+            tls: self.tls,
+            labels: self.labels,
+            allow_stdio: false,
+            max_servers: self.max_servers,
+        };
+        (http, self.search)
+    }
 }
 
 /// One `client_config_sd_configs` entry: client configs, watched as

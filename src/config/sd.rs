@@ -74,7 +74,20 @@ pub struct HttpSd {
     pub allow_stdio: bool,
     /// Most servers it may add.
     pub max_servers: usize,
+    /// For `registry_sd_configs`: `url` is an MCP Registry's base URL,
+    /// walked page by page, with this search.
+    pub registry: Option<RegistryQuery>,
 }
+
+/// What a `registry_sd_configs` entry asks its registry.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RegistryQuery {
+    /// The registry's `search` (a substring of names), when set.
+    pub search: Option<String>,
+}
+
+/// A registry is walked less often than an http_sd endpoint is asked.
+pub(super) const REGISTRY_SD_REFRESH: Duration = Duration::from_secs(600);
 
 impl HttpSd {
     /// Values that must never be published.

@@ -11,7 +11,7 @@ use super::{Checker, Document, MAX_DOCUMENT, Update};
 use crate::config::HttpSd;
 
 /// No request outlives this, however long the interval.
-const MAX_REQUEST: Duration = Duration::from_secs(30);
+pub(super) const MAX_REQUEST: Duration = Duration::from_secs(30);
 
 /// Ask now and every interval until cancelled.
 pub(super) async fn run(
@@ -28,7 +28,7 @@ pub(super) async fn run(
             Ok(c) => {
                 tokio::select! {
                     _ = cancel.cancelled() => return,
-                    r = tokio::time::timeout(sd.refresh_interval.min(MAX_REQUEST), fetch(c, &sd)) => {
+                    r = tokio::time::timeout(sd.refresh_interval.min(MAX_REQUEST), fetch(c, &sd, &sd.url)) => {
                         r.unwrap_or_else(|_| Err("no complete answer within the deadline".to_owned()))
                     }
                 }
@@ -52,7 +52,7 @@ pub(super) async fn run(
 }
 
 /// The URL as logs and errors show it: no credentials, no query.
-fn shown_url(url: &reqwest::Url) -> String {
+pub(super) fn shown_url(url: &reqwest::Url) -> String {
     let mut u = url.clone();
     let _ = u.set_username("");
     let _ = u.set_password(None);
@@ -61,7 +61,7 @@ fn shown_url(url: &reqwest::Url) -> String {
 }
 
 /// A client of this endpoint's own: its CA, its client certificate.
-fn client(sd: &HttpSd) -> Result<reqwest::Client, String> {
+pub(super) fn client(sd: &HttpSd) -> Result<reqwest::Client, String> {
     let mut b = reqwest::Client::builder()
         .user_agent(concat!("mcpmon/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(Duration::from_secs(10))
@@ -90,10 +90,15 @@ fn client(sd: &HttpSd) -> Result<reqwest::Client, String> {
     b.build().map_err(|e| format!("http client: {e}"))
 }
 
-/// One request: 200, JSON, at most [`MAX_DOCUMENT`] bytes of UTF-8.
-async fn fetch(client: &reqwest::Client, sd: &HttpSd) -> Result<String, String> {
+/// One request of `url` with `sd`'s headers and token: 200, JSON, at most
+/// [`MAX_DOCUMENT`] bytes of UTF-8.
+pub(super) async fn fetch(
+    client: &reqwest::Client,
+    sd: &HttpSd,
+    url: &reqwest::Url,
+) -> Result<String, String> {
     let mut req = client
-        .get(sd.url.clone())
+        .get(url.clone())
         .header(reqwest::header::ACCEPT, "application/json");
     for (k, v) in &sd.headers {
         req = req.header(k.as_str(), v.expose());

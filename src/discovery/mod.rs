@@ -13,6 +13,7 @@
 
 mod file;
 mod http;
+mod registry;
 pub mod shard;
 
 use std::collections::{BTreeMap, HashMap};
@@ -54,6 +55,8 @@ pub enum Mechanism {
     /// `client_config_sd_configs`
     #[strum(serialize = "client_config")]
     ClientConfig,
+    /// `registry_sd_configs`
+    Registry,
 }
 
 impl Mechanism {
@@ -68,8 +71,8 @@ impl Mechanism {
 pub enum Source {
     /// Files matching patterns.
     File(FileSd),
-    /// An endpoint.
-    Http(HttpSd),
+    /// An endpoint, or a registry (boxed: the larger by far).
+    Http(Box<HttpSd>),
 }
 
 impl Source {
@@ -80,6 +83,7 @@ impl Source {
                 client: Some(_), ..
             }) => Mechanism::ClientConfig,
             Source::File(_) => Mechanism::File,
+            Source::Http(h) if h.registry.is_some() => Mechanism::Registry,
             Source::Http(_) => Mechanism::Http,
         }
     }
@@ -117,7 +121,13 @@ impl Source {
 pub fn sources(config: &Config) -> Vec<Source> {
     let files = config.file_sd.iter().cloned().map(Source::File);
     files
-        .chain(config.http_sd.iter().cloned().map(Source::Http))
+        .chain(
+            config
+                .http_sd
+                .iter()
+                .cloned()
+                .map(|h| Source::Http(Box::new(h))),
+        )
         .collect()
 }
 
@@ -274,15 +284,19 @@ fn validate(
         Source::Http(_) => base,
     };
     let entry_source = source.entry_source(base, own);
-    let Source::File(FileSd {
-        client: Some(format),
-        ..
-    }) = source
-    else {
-        return crate::config::parse_entries(&doc.origin, text, global, &entry_source, env);
+    let translated = match source {
+        Source::File(FileSd {
+            client: Some(format),
+            ..
+        }) => {
+            let home = env("HOME").unwrap_or_default();
+            clients::as_entries(&doc.origin, text, *format, env, &home)?
+        }
+        Source::Http(h) if h.registry.is_some() => {
+            crate::config::registry::as_entries(&doc.origin, text)?
+        }
+        _ => return crate::config::parse_entries(&doc.origin, text, global, &entry_source, env),
     };
-    let home = env("HOME").unwrap_or_default();
-    let translated = clients::as_entries(&doc.origin, text, *format, env, &home)?;
     let mut entries =
         crate::config::parse_entries(&doc.origin, &translated.json, global, &entry_source, env)?;
     translated.place(&mut entries);
@@ -431,8 +445,11 @@ impl Discovery {
                 Source::File(f) => {
                     tokio::spawn(file::run(id, f, checker, tx, cancel.clone()));
                 }
+                Source::Http(h) if h.registry.is_some() => {
+                    tokio::spawn(registry::run(id, *h, checker, tx, cancel.clone()));
+                }
                 Source::Http(h) => {
-                    tokio::spawn(http::run(id, h, checker, tx, cancel.clone()));
+                    tokio::spawn(http::run(id, *h, checker, tx, cancel.clone()));
                 }
             }
             self.running.push((id, source.clone(), cancel));

@@ -24,6 +24,7 @@ mod monitor;
 mod pid1;
 mod prometheus;
 mod redaction;
+mod registry;
 mod reload;
 mod security;
 mod shape;

@@ -5,8 +5,10 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::positions::{Locator, Seg, check_aliases};
-use super::raw::{ClientSdFile, FileDoc, FileSdFile, HttpSdFile, ServerFile, TransportKind};
-use super::sd::{FILE_SD_REFRESH, HTTP_SD_REFRESH};
+use super::raw::{
+    ClientSdFile, FileDoc, FileSdFile, HttpSdFile, RegistrySdFile, ServerFile, TransportKind,
+};
+use super::sd::{FILE_SD_REFRESH, HTTP_SD_REFRESH, REGISTRY_SD_REFRESH, RegistryQuery};
 use super::*;
 
 /// See [`super::parse`].
@@ -32,6 +34,7 @@ pub(super) fn parse(
             file_sd: doc.file_sd_configs,
             http_sd: doc.http_sd_configs,
             client_sd: doc.client_config_sd_configs,
+            registry_sd: doc.registry_sd_configs,
         }),
         Err(e) => {
             let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
@@ -92,6 +95,7 @@ struct Doc {
     file_sd: Vec<FileSdFile>,
     http_sd: Vec<HttpSdFile>,
     client_sd: Vec<ClientSdFile>,
+    registry_sd: Vec<RegistrySdFile>,
 }
 
 mod entries;
@@ -193,6 +197,7 @@ impl<'a> Validator<'a> {
             file_sd: Vec::new(),
             http_sd: Vec::new(),
             client_sd: Vec::new(),
+            registry_sd: Vec::new(),
         };
         let mut found = Vec::new();
         match value {
@@ -212,6 +217,9 @@ impl<'a> Validator<'a> {
                         "client_config_sd_configs" => {
                             doc.client_sd = self.part(v, &at, "client_config_sd_configs", &mut found).unwrap_or_default()
                         }
+                        "registry_sd_configs" => {
+                            doc.registry_sd = self.part(v, &at, "registry_sd_configs", &mut found).unwrap_or_default()
+                        }
                         "servers" => match v {
                             yaml_serde::Value::Sequence(list) => {
                                 for (i, entry) in list.into_iter().enumerate() {
@@ -227,7 +235,7 @@ impl<'a> Validator<'a> {
                         },
                         other => found.push(self.at(
                             &at,
-                            format!("unknown field `{other}`, expected one of `global`, `fleet`, `servers`, `file_sd_configs`, `http_sd_configs`, `client_config_sd_configs`"),
+                            format!("unknown field `{other}`, expected one of `global`, `fleet`, `servers`, `file_sd_configs`, `http_sd_configs`, `client_config_sd_configs`, `registry_sd_configs`"),
                         )),
                     }
                 }
@@ -291,6 +299,7 @@ impl<'a> Validator<'a> {
             file_sd,
             http_sd,
             client_sd,
+            registry_sd,
         } = doc;
         let g = [Seg::key("global")];
         self.check_tunables(&doc_global, &g);
@@ -328,11 +337,14 @@ impl<'a> Validator<'a> {
         file_sd.extend(client_sd.into_iter().enumerate().filter_map(|(i, c)| {
             self.client_sd(c, &[Seg::key("client_config_sd_configs"), Seg::Index(i)])
         }));
-        let http_sd = http_sd
+        let mut http_sd: Vec<HttpSd> = http_sd
             .into_iter()
             .enumerate()
             .filter_map(|(i, h)| self.http_sd(h, &[Seg::key("http_sd_configs"), Seg::Index(i)]))
             .collect();
+        http_sd.extend(registry_sd.into_iter().enumerate().filter_map(|(i, r)| {
+            self.registry_sd(r, &[Seg::key("registry_sd_configs"), Seg::Index(i)])
+        }));
         Config {
             path: self.path.to_owned(),
             fleet: doc_fleet,

@@ -158,6 +158,20 @@ impl Validator<'_> {
             labels: h.labels,
             allow_stdio: h.allow_stdio,
             max_servers: h.max_servers.unwrap_or(super::sd::MAX_SERVERS),
+            registry: None,
         })
+    }
+
+    /// A `registry_sd_configs` entry: validated as an http_sd entry that
+    /// may never start a process.
+    pub(super) fn registry_sd(&mut self, r: RegistrySdFile, at: &[Seg]) -> Option<HttpSd> {
+        let default_refresh = r.refresh_interval.is_none();
+        let (http, search) = r.split();
+        let mut sd = self.http_sd(http, at)?;
+        if default_refresh {
+            sd.refresh_interval = REGISTRY_SD_REFRESH;
+        }
+        sd.registry = Some(RegistryQuery { search });
+        Some(sd)
     }
 }

@@ -1,0 +1,181 @@
+//! A `registry_sd_configs` source: walks an MCP Registry's
+//! `GET /v0.1/servers` page by page, then, every `refresh_interval`, asks
+//! only for what changed since the last walk (`updated_since`).
+//!
+//! What is kept between walks is one slim record per server name (see
+//! [`crate::config::registry::Listed`]), bounded in number, and each page
+//! is bounded as an http_sd answer is. A walk that fails leaves the last
+//! good list in place; the next one starts over from the beginning.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::http::{MAX_REQUEST, client, fetch, shown_url};
+use super::{Checker, Document, Update};
+use crate::config::HttpSd;
+use crate::config::registry::{Listed, Standing, listed, next_cursor};
+
+/// Servers asked for per page (the registry's own maximum is 100).
+const PAGE: usize = 100;
+/// Most pages one walk reads: 100 000 servers.
+const MAX_PAGES: usize = 1000;
+/// Most records kept, whatever the registry holds.
+const MAX_RECORDS: usize = 100_000;
+/// No walk outlives this.
+const MAX_WALK: Duration = Duration::from_secs(300);
+
+/// Walk now and every interval until cancelled.
+pub(super) async fn run(
+    id: u64,
+    sd: HttpSd,
+    mut checker: Checker,
+    tx: mpsc::Sender<Update>,
+    cancel: CancellationToken,
+) {
+    let origin = PathBuf::from(shown_url(&sd.url));
+    let client = client(&sd);
+    let mut kept: Option<BTreeMap<String, Listed>> = None;
+    let mut since: Option<String> = None;
+    loop {
+        let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let walked = match &client {
+            Ok(c) => {
+                let walk = walk(c, &sd, since.as_deref(), kept.clone().unwrap_or_default());
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    r = tokio::time::timeout(MAX_WALK, walk) => {
+                        r.unwrap_or_else(|_| Err("the walk did not finish within its deadline".to_owned()))
+                    }
+                }
+            }
+            Err(e) => Err(e.clone()),
+        };
+        let text = match walked {
+            Ok(records) => {
+                let text = serde_json::to_string(&records.values().collect::<Vec<_>>())
+                    .map_err(|e| e.to_string());
+                kept = Some(records);
+                since = Some(started);
+                text
+            }
+            Err(e) => {
+                // Start over next time: an incremental walk needs a whole one before it.
+                (kept, since) = (None, None);
+                Err(e)
+            }
+        };
+        let checked = checker
+            .check(vec![Document {
+                origin: origin.clone(),
+                text,
+            }])
+            .await;
+        if !super::report(&tx, id, checked).await {
+            return;
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(sd.refresh_interval) => {}
+            _ = checker.global_changed() => {}
+        }
+    }
+}
+
+/// Read every page (or, with `since`, every page of what changed) into
+/// `records`.
+async fn walk(
+    client: &reqwest::Client,
+    sd: &HttpSd,
+    since: Option<&str>,
+    mut records: BTreeMap<String, Listed>,
+) -> Result<BTreeMap<String, Listed>, String> {
+    let search = sd.registry.as_ref().and_then(|r| r.search.as_deref());
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let url = page_url(&sd.url, search, since, cursor.as_deref())?;
+        let text = tokio::time::timeout(MAX_REQUEST, fetch(client, sd, &url))
+            .await
+            .unwrap_or_else(|_| Err("no complete page within the deadline".to_owned()))?;
+        let page: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("a page is not JSON: {e}"))?;
+        let servers = page
+            .get("servers")
+            .and_then(serde_json::Value::as_array)
+            .ok_or("a page has no `servers` list")?;
+        for item in servers {
+            match listed(item) {
+                Some((record, Standing::Current)) if !record.remotes.is_empty() => {
+                    if records.len() >= MAX_RECORDS && !records.contains_key(&record.name) {
+                        continue;
+                    }
+                    records.insert(record.name.clone(), record);
+                }
+                Some((record, _)) => {
+                    records.remove(&record.name);
+                }
+                None => {}
+            }
+        }
+        cursor = next_cursor(&page);
+        if cursor.is_none() || servers.is_empty() {
+            return Ok(records);
+        }
+    }
+    Err(format!("more than {MAX_PAGES} pages"))
+}
+
+/// `{base}/v0.1/servers` with the walk's query.
+fn page_url(
+    base: &reqwest::Url,
+    search: Option<&str>,
+    since: Option<&str>,
+    cursor: Option<&str>,
+) -> Result<reqwest::Url, String> {
+    let mut base = base.clone();
+    if !base.path().ends_with('/') {
+        base.set_path(&format!("{}/", base.path()));
+    }
+    let mut url = base
+        .join("v0.1/servers")
+        .map_err(|e| format!("registry url: {e}"))?;
+    {
+        let mut q = url.query_pairs_mut();
+        q.append_pair("limit", &PAGE.to_string());
+        q.append_pair("version", "latest");
+        if let Some(s) = search {
+            q.append_pair("search", s);
+        }
+        if let Some(s) = since {
+            q.append_pair("updated_since", s);
+        }
+        if let Some(c) = cursor {
+            q.append_pair("cursor", c);
+        }
+    }
+    Ok(url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_are_asked_for_under_the_base_url() {
+        let base = reqwest::Url::parse("https://registry.example/mirror").expect("url");
+        let url = page_url(
+            &base,
+            Some("git hub"),
+            Some("2026-12-01T10:00:00Z"),
+            Some("c/1"),
+        )
+        .expect("url");
+        assert_eq!(
+            url.as_str(),
+            "https://registry.example/mirror/v0.1/servers?limit=100&version=latest&search=git+hub&updated_since=2026-12-01T10%3A00%3A00Z&cursor=c%2F1"
+        );
+    }
+}
