@@ -130,8 +130,15 @@ struct ProbeArgs {
     /// An http(s) URL, or `-- command args…` for a stdio server.
     /// Options may come before or after a URL; after `--`, everything
     /// is the command.
-    #[arg(required = true, num_args = 1..)]
+    #[arg(required_unless_present = "from", num_args = 1..)]
     target: Vec<String>,
+    /// Probe a server of this client config (Claude Desktop, Cursor, Claude
+    /// Code, Windsurf, VS Code, Codex) instead; with `--name`.
+    #[arg(long, requires = "name", conflicts_with = "target")]
+    from: Option<PathBuf>,
+    /// The server's name in the `--from` file.
+    #[arg(long, requires = "from")]
+    name: Option<String>,
     /// `auto` or a protocol revision to pin.
     #[arg(long, default_value = "auto")]
     protocol: String,
@@ -371,6 +378,8 @@ fn probe_config(a: &ProbeArgs) -> anyhow::Result<serde_json::Value> {
         bearer_token_env,
         connect_timeout,
         ping_timeout,
+        from,
+        name,
         ..
     } = a;
     let first = target.first().map(String::as_str).unwrap_or_default();
@@ -381,7 +390,14 @@ fn probe_config(a: &ProbeArgs) -> anyhow::Result<serde_json::Value> {
         "ping_timeout": ping_timeout,
         "ping_interval": ping_timeout,
     });
-    if first.starts_with("http://") || first.starts_with("https://") {
+    if let (Some(file), Some(name)) = (from, name) {
+        let entry = client_entry(file, name)?;
+        for (k, v) in entry {
+            if k != "id" && k != "labels" {
+                server[k] = v;
+            }
+        }
+    } else if first.starts_with("http://") || first.starts_with("https://") {
         server["transport"] = match transport {
             UrlTransport::Http => "http",
             UrlTransport::Sse => "sse",
@@ -429,6 +445,41 @@ fn import(files: &[PathBuf], format: &str) -> anyhow::Result<ExitCode> {
     }
     print!("{}", clients::fleet_yaml(&configs));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The entry `name` of the client config `file`, as mcpmon reads it; an
+/// error when it is not there or needs what mcpmon cannot supply.
+fn client_entry(
+    file: &Path,
+    name: &str,
+) -> anyhow::Result<serde_json::Map<String, serde_json::Value>> {
+    use mcpmon::config::clients::{self, ClientFormat};
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let env = |v: &str| std::env::var(v).ok();
+    let home = std::env::var("HOME").unwrap_or_default();
+    let config = clients::read(file, &text, ClientFormat::Auto, &env, &home)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+    let server = config
+        .servers
+        .iter()
+        .find(|s| s.name == name)
+        .with_context(|| {
+            format!(
+                "{} has no server {name:?} (it has {names:?})",
+                file.display()
+            )
+        })?;
+    if !server.needs.is_empty() {
+        anyhow::bail!(
+            "{}:{}: server {name:?} needs configuration: {}",
+            file.display(),
+            server.line,
+            server.needs.join("; ")
+        );
+    }
+    Ok(server.entry.clone())
 }
 
 fn print_report(r: &mcpmon::oneshot::ProbeReport) {

@@ -81,6 +81,29 @@ async fn import_turns_client_configs_into_a_fleet_that_runs() {
     let (_, v) = mon.server("search").await;
     assert_eq!(v["labels"]["client_format"], "vscode", "{v}");
 
+    // `probe --from` checks one entry once, as the tool would start it.
+    let (code, out, err) = run(mcpmon().args([
+        "probe",
+        "--from",
+        vscode.to_str().expect("utf-8"),
+        "--name",
+        "search",
+    ]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("state:      healthy (ok)"), "{out}");
+    let (code, _, err) = run(mcpmon().args([
+        "probe",
+        "--from",
+        vscode.to_str().expect("utf-8"),
+        "--name",
+        "private",
+    ]));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("mcp.json:6: server \"private\" needs configuration"),
+        "{err}"
+    );
+
     // A broken file is an error naming where.
     std::fs::write(&claude, "{\"mcpServers\": {\"a\": }}").expect("write");
     let (code, _, err) = run(mcpmon().args(["import", claude.to_str().expect("utf-8")]));
