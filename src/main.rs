@@ -460,26 +460,7 @@ fn client_entry(
     let home = std::env::var("HOME").unwrap_or_default();
     let config = clients::read(file, &text, ClientFormat::Auto, &env, &home)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
-    let server = config
-        .servers
-        .iter()
-        .find(|s| s.name == name)
-        .with_context(|| {
-            format!(
-                "{} has no server {name:?} (it has {names:?})",
-                file.display()
-            )
-        })?;
-    if !server.needs.is_empty() {
-        anyhow::bail!(
-            "{}:{}: server {name:?} needs configuration: {}",
-            file.display(),
-            server.line,
-            server.needs.join("; ")
-        );
-    }
-    Ok(server.entry.clone())
+    config.runnable(file, name).map_err(anyhow::Error::msg)
 }
 
 fn print_report(r: &mcpmon::oneshot::ProbeReport) {

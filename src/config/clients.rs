@@ -85,6 +85,29 @@ pub struct ClientConfig {
     pub servers: Vec<ClientServer>,
 }
 
+impl ClientConfig {
+    /// The entry of the server `name` (of the file at `path`), when it can
+    /// run; else why not, naming the file.
+    pub fn runnable(&self, path: &Path, name: &str) -> Result<Map<String, Value>, String> {
+        let Some(server) = self.servers.iter().find(|s| s.name == name) else {
+            let names: Vec<&str> = self.servers.iter().map(|s| s.name.as_str()).collect();
+            return Err(format!(
+                "{} has no server {name:?} (it has {names:?})",
+                path.display()
+            ));
+        };
+        if !server.needs.is_empty() {
+            return Err(format!(
+                "{}:{}: server {name:?} needs configuration: {}",
+                path.display(),
+                server.line,
+                server.needs.join("; ")
+            ));
+        }
+        Ok(server.entry.clone())
+    }
+}
+
 /// Read `text`, the client config at `path`, as `format`. `env` answers
 /// what mcpmon's environment holds; `home` is the user's home directory.
 pub fn read(
