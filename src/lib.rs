@@ -28,10 +28,12 @@
 //!
 //! 0. [`redact`]: keeps secrets out of everything published or logged.
 //! 1. [`config`]: the fleet file and discovered entries, validated with
-//!    file:line:column; what a reload changes ([`config::Diff`]).
+//!    file:line:column; what a reload changes ([`config::Diff`]); client
+//!    configs and registry records read as entries.
 //! 2. [`transport`]: the [`transport::Session`] trait over stdio children and
 //!    HTTP, the inbound budget, `/proc` sampling. [`discovery`]: the
-//!    file_sd and http_sd sources, and sharding.
+//!    file_sd, http_sd, client config and MCP Registry sources, and
+//!    sharding.
 //! 3. [`probe`]: liveness, health_check and tool probes, one signature:
 //!    `(session, spec, deadline) -> ProbeOutcome`.
 //! 4. [`state`]: the one owner runs each server's evidence and the pure
