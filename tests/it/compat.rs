@@ -625,7 +625,10 @@ async fn legacy_sse_servers_and_web_pages_under_http_are_named() {
             "{id}: the page itself is in the detail: {detail}"
         );
         if *reason == "wrong_transport" {
-            assert!(detail.contains("legacy HTTP+SSE"), "{id}: {detail}");
+            assert!(
+                detail.contains("legacy HTTP+SSE") && detail.contains("use `transport: sse`"),
+                "{id}: {detail}"
+            );
         }
     }
     drop((sse, web));

@@ -203,7 +203,7 @@ impl Remote<'_> {
         if refused.failure == LinkFailure::NotMcp && self.speaks_legacy_sse(until).await {
             refused.failure = LinkFailure::WrongTransport;
             refused.detail = format!(
-                "{}; a GET there opens a legacy HTTP+SSE stream (2024-11-05), which `transport: http` does not speak",
+                "{}; a GET there opens a legacy HTTP+SSE stream (2024-11-05): use `transport: sse`",
                 refused.detail
             );
         }
