@@ -79,8 +79,22 @@ async fn healthy_and_degraded_servers_over_both_transports() {
         );
     }
 
-    // Metrics carry the contract names and the health_check values.
-    let m = mon.metrics().await;
+    // Metrics carry the contract names and the health_check values. A
+    // healthy verdict comes from the first ping; the first health check may
+    // still be in flight, so wait for its answer.
+    let start = Instant::now();
+    let m = loop {
+        let m = mon.metrics().await;
+        let uptime = r#"mcpmon_health_check_value{field="uptime_seconds",server="ok-stdio"}"#;
+        if metric(&m, uptime).is_some() {
+            break m;
+        }
+        assert!(
+            start.elapsed() < within,
+            "no health_check answer from ok-stdio:\n{m}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!(
         metric(&m, r#"mcpmon_server_up{server="ok-http"}"#),
         Some(1.0)
@@ -98,14 +112,6 @@ async fn healthy_and_degraded_servers_over_both_transports() {
             r#"mcpmon_server_state{server="deg-stdio",state="healthy"}"#
         ),
         Some(0.0)
-    );
-    assert!(
-        metric(
-            &m,
-            r#"mcpmon_health_check_value{field="uptime_seconds",server="ok-stdio"}"#
-        )
-        .is_some(),
-        "{m}"
     );
     assert_eq!(
         metric(&m, r#"mcpmon_fleet_servers{state="degraded"}"#),
