@@ -22,27 +22,16 @@ fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<St
     rx
 }
 
-fn mcpmon() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mcpmon"))
-}
-
-fn run(cmd: &mut Command) -> (i32, String, String) {
-    let out = cmd.output().expect("run");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn probe_exit_code_is_zero_only_when_healthy() {
     require!(installed("tests/node/node_modules"));
     let demo = demo_server();
-    let (code, out, err) = run(mcpmon()
-        .args(["probe", "--"])
-        .arg(&demo)
-        .args(["--name", "p"]));
+    let (code, out, err) = outcome(
+        mcpmon()
+            .args(["probe", "--"])
+            .arg(&demo)
+            .args(["--name", "p"]),
+    );
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("state:      healthy (ok)"), "{out}");
     assert!(out.contains("demo-p"), "{out}");
@@ -51,10 +40,12 @@ fn probe_exit_code_is_zero_only_when_healthy() {
         "{out}"
     );
 
-    let (code, out, _) = run(mcpmon()
-        .args(["probe", "--output", "json", "--"])
-        .arg(&demo)
-        .args(["--status", "degraded", "--era", "legacy"]));
+    let (code, out, _) = outcome(
+        mcpmon()
+            .args(["probe", "--output", "json", "--"])
+            .arg(&demo)
+            .args(["--status", "degraded", "--era", "legacy"]),
+    );
     assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["state"], "degraded");
@@ -64,11 +55,11 @@ fn probe_exit_code_is_zero_only_when_healthy() {
     assert_eq!(v["health_check"]["status"], "degraded");
 
     let dead = format!("http://127.0.0.1:{}/mcp", free_port());
-    let (code, out, _) = run(mcpmon().args(["probe", &dead]));
+    let (code, out, _) = outcome(mcpmon().args(["probe", &dead]));
     assert_eq!(code, 1);
     assert!(out.contains("state:      unhealthy (unreachable)"), "{out}");
 
-    let (code, out, _) = run(mcpmon().args(["probe", "--", "/nonexistent/server"]));
+    let (code, out, _) = outcome(mcpmon().args(["probe", "--", "/nonexistent/server"]));
     assert_eq!(code, 1);
     assert!(out.contains("unhealthy (connect_failed)"), "{out}");
 }
@@ -77,24 +68,28 @@ fn probe_exit_code_is_zero_only_when_healthy() {
 fn probe_calls_a_tool_and_reports_its_failure() {
     require!(installed("tests/node/node_modules"));
     let demo = demo_server();
-    let (code, out, err) = run(mcpmon()
-        .args([
-            "probe",
-            "--call",
-            "build_report",
-            "--args",
-            r#"{"steps":2,"step_ms":10}"#,
-            "--",
-        ])
-        .arg(&demo));
+    let (code, out, err) = outcome(
+        mcpmon()
+            .args([
+                "probe",
+                "--call",
+                "build_report",
+                "--args",
+                r#"{"steps":2,"step_ms":10}"#,
+                "--",
+            ])
+            .arg(&demo),
+    );
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains("call:       ok: report built in 2 steps"),
         "{out}"
     );
-    let (code, out, _) = run(mcpmon()
-        .args(["probe", "--call", "no_such_tool", "--"])
-        .arg(&demo));
+    let (code, out, _) = outcome(
+        mcpmon()
+            .args(["probe", "--call", "no_such_tool", "--"])
+            .arg(&demo),
+    );
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("call:       failed"), "{out}");
 }
@@ -102,7 +97,7 @@ fn probe_calls_a_tool_and_reports_its_failure() {
 #[test]
 fn probe_rejects_bad_arguments_clearly() {
     require!(installed("tests/node/node_modules"));
-    let (code, _, err) = run(mcpmon().args([
+    let (code, _, err) = outcome(mcpmon().args([
         "probe",
         "--call",
         "x",
@@ -112,7 +107,7 @@ fn probe_rejects_bad_arguments_clearly() {
     ]));
     assert_eq!(code, 2);
     assert!(err.contains("--args must be a JSON object"), "{err}");
-    let (code, _, err) = run(mcpmon().args([
+    let (code, _, err) = outcome(mcpmon().args([
         "probe",
         "--protocol",
         "1999-01-01",
@@ -148,18 +143,20 @@ fn conformance_client_scenarios_pass() {
             format!(r#"{probe} probe --call add_numbers --args '{{"a":2,"b":3}}'"#),
         ),
     ] {
-        let (code, out, err) = run(Command::new(&runner)
-            .args([
-                "client",
-                "--command",
-                &command,
-                "--scenario",
-                scenario,
-                "--timeout",
-                "30000",
-            ])
-            .current_dir(scratch.path())
-            .env("PATH", &path));
+        let (code, out, err) = outcome(
+            Command::new(&runner)
+                .args([
+                    "client",
+                    "--command",
+                    &command,
+                    "--scenario",
+                    scenario,
+                    "--timeout",
+                    "30000",
+                ])
+                .current_dir(scratch.path())
+                .env("PATH", &path),
+        );
         // "Passed: 1/1, 0 failed, 0 warnings": every check passed and there was one.
         let all = format!("{out}\n{err}");
         let counts = all
@@ -287,16 +284,19 @@ fn probe_options_count_after_the_url_too() {
     require!(installed("tests/node/node_modules"));
     // Nothing listens there: the answer is quick, and it must be JSON.
     let url = format!("http://127.0.0.1:{}/mcp", free_port());
-    let (code, out, err) = run(mcpmon().args(["probe", &url, "--output", "json", "--pings", "1"]));
+    let (code, out, err) =
+        outcome(mcpmon().args(["probe", &url, "--output", "json", "--pings", "1"]));
     assert_eq!(code, 1, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(v["reason"], "unreachable", "{v}");
     // After `--`, hyphenated words belong to the command.
     let demo = demo_server();
-    let (code, out, _) = run(mcpmon()
-        .args(["probe", "--output", "json", "--"])
-        .arg(&demo)
-        .args(["--name", "dashed"]));
+    let (code, out, _) = outcome(
+        mcpmon()
+            .args(["probe", "--output", "json", "--"])
+            .arg(&demo)
+            .args(["--name", "dashed"]),
+    );
     assert_eq!(code, 0, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["server_info"]["name"], "demo-dashed", "{v}");

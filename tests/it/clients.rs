@@ -2,23 +2,9 @@
 //! and `client_config_sd_configs` runs them as they are, picking up edits.
 //! Each tool's file is written the way its own documentation writes it.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
-
-fn mcpmon() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mcpmon"))
-}
-
-fn run(cmd: &mut Command) -> (i32, String, String) {
-    let out = cmd.output().expect("run");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// `mcpmon import` turns a Claude Desktop file and a VS Code file into one
 /// fleet that `check-config` accepts and mcpmon runs; an entry that needs
@@ -51,7 +37,7 @@ async fn import_turns_client_configs_into_a_fleet_that_runs() {
         ),
     )
     .expect("write");
-    let (code, yaml, stderr) = run(mcpmon().args([
+    let (code, yaml, stderr) = outcome(mcpmon().args([
         "import",
         claude.to_str().expect("utf-8"),
         vscode.to_str().expect("utf-8"),
@@ -70,7 +56,7 @@ async fn import_turns_client_configs_into_a_fleet_that_runs() {
     );
     let fleet = dir.path().join("fleet.yaml");
     std::fs::write(&fleet, &yaml).expect("write");
-    let (code, out, err) = run(mcpmon().args(["check-config", fleet.to_str().expect("utf-8")]));
+    let (code, out, err) = outcome(mcpmon().args(["check-config", fleet.to_str().expect("utf-8")]));
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("valid, 2 server(s)"), "{out}");
     let mon = Binary::start(&fleet, &[]).await;
@@ -82,7 +68,7 @@ async fn import_turns_client_configs_into_a_fleet_that_runs() {
     assert_eq!(v["labels"]["client_format"], "vscode", "{v}");
 
     // `probe --from` checks one entry once, as the tool would start it.
-    let (code, out, err) = run(mcpmon().args([
+    let (code, out, err) = outcome(mcpmon().args([
         "probe",
         "--from",
         vscode.to_str().expect("utf-8"),
@@ -91,7 +77,7 @@ async fn import_turns_client_configs_into_a_fleet_that_runs() {
     ]));
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("state:      healthy (ok)"), "{out}");
-    let (code, _, err) = run(mcpmon().args([
+    let (code, _, err) = outcome(mcpmon().args([
         "probe",
         "--from",
         vscode.to_str().expect("utf-8"),
@@ -106,7 +92,7 @@ async fn import_turns_client_configs_into_a_fleet_that_runs() {
 
     // A broken file is an error naming where.
     std::fs::write(&claude, "{\"mcpServers\": {\"a\": }}").expect("write");
-    let (code, _, err) = run(mcpmon().args(["import", claude.to_str().expect("utf-8")]));
+    let (code, _, err) = outcome(mcpmon().args(["import", claude.to_str().expect("utf-8")]));
     assert_eq!(code, 2);
     assert!(
         err.contains("claude_desktop_config.json:1:22: not JSON"),
@@ -188,7 +174,7 @@ async fn client_configs_are_a_discovery_source_that_follows_edits() {
         "client_config_sd_configs:\n  - files: [claude_desktop_config.json, .cursor/mcp.json, .mcp.json, mcp_config.json, .vscode/mcp.json, .codex/config.toml]\n    labels: {team: tools}\n",
     )
     .expect("write");
-    let (code, out, err) = run(mcpmon().args(["check-config", cfg.to_str().expect("utf-8")]));
+    let (code, out, err) = outcome(mcpmon().args(["check-config", cfg.to_str().expect("utf-8")]));
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         err.contains(

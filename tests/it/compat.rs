@@ -439,14 +439,8 @@ async fn four_legacy_sse_servers_read_healthy_and_one_comes_back_after_a_restart
         })
         .collect();
     std::fs::write(&cfg, format!("servers:\n{servers}")).expect("write");
-    let check = std::process::Command::new(env!("CARGO_BIN_EXE_mcpmon"))
-        .args(["check-config", cfg.to_str().expect("utf-8")])
-        .output()
-        .expect("check-config");
-    assert!(
-        check.status.success() && check.stderr.is_empty(),
-        "{check:?}"
-    );
+    let (code, out, err) = outcome(mcpmon().args(["check-config", cfg.to_str().expect("utf-8")]));
+    assert!(code == 0 && err.is_empty(), "{out}{err}");
     let mon = Binary::start(&cfg, &[]).await;
 
     let healthy: Vec<(&str, &str, &str)> = sse
@@ -464,14 +458,10 @@ async fn four_legacy_sse_servers_read_healthy_and_one_comes_back_after_a_restart
 
     // `mcpmon probe` speaks it too.
     let url = format!("http://127.0.0.1:{}/sse", sse.port("supergateway-sse"));
-    let probe = std::process::Command::new(env!("CARGO_BIN_EXE_mcpmon"))
-        .args(["probe", "--transport", "sse", &url])
-        .output()
-        .expect("probe");
-    let said = String::from_utf8_lossy(&probe.stdout);
+    let (code, said, err) = outcome(mcpmon().args(["probe", "--transport", "sse", &url]));
     assert!(
-        probe.status.success() && said.contains("state:      healthy (ok)"),
-        "{said}"
+        code == 0 && said.contains("state:      healthy (ok)"),
+        "{said}{err}"
     );
 
     let tool = r#"server="everything-sse",tool="trigger-long-running-operation""#;

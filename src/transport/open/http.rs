@@ -67,16 +67,7 @@ async fn http_transport(
         config = config.auth_header(token.to_string());
         tokens = Some(source);
     }
-    let mut custom = std::collections::HashMap::new();
-    for (k, v) in headers {
-        if let (Ok(name), Ok(value)) = (
-            reqwest::header::HeaderName::from_bytes(k.as_bytes()),
-            reqwest::header::HeaderValue::from_str(v.expose()),
-        ) {
-            custom.insert(name, value);
-        }
-    }
-    config = config.custom_headers(custom);
+    config = config.custom_headers(super::header_pairs(headers).collect());
     let client = RmcpHttp::new(http.clone()).with_meter(meter.clone());
     let client = match &tokens {
         Some(t) => client.with_tokens(t.clone()),

@@ -91,6 +91,18 @@ pub fn discover_share(left: Duration) -> Duration {
     left.saturating_sub(reserve)
 }
 
+/// The configured headers a request can carry (a name or value HTTP cannot
+/// hold was refused by config validation, and is skipped here).
+pub(super) fn header_pairs(
+    headers: &[(String, crate::config::Secret)],
+) -> impl Iterator<Item = (reqwest::header::HeaderName, reqwest::header::HeaderValue)> + '_ {
+    headers.iter().filter_map(|(k, v)| {
+        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).ok()?;
+        let value = reqwest::header::HeaderValue::from_str(v.expose()).ok()?;
+        Some((name, value))
+    })
+}
+
 /// A duration as people read it, to the millisecond: `1s 499ms`.
 pub(super) fn shown(d: Duration) -> String {
     humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()

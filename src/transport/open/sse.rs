@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use tokio::time::Instant;
 
@@ -38,15 +38,7 @@ pub(in crate::transport) async fn open_sse(
         });
     };
     let within = shown(until.saturating_duration_since(Instant::now()));
-    let mut sent = HeaderMap::new();
-    for (k, v) in headers {
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(k.as_bytes()),
-            HeaderValue::from_str(v.expose()),
-        ) {
-            sent.insert(name, value);
-        }
-    }
+    let mut sent: HeaderMap = super::header_pairs(headers).collect();
     if let Some(token) = bearer_token
         && let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
     {

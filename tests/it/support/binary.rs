@@ -182,3 +182,19 @@ impl Drop for Binary {
         let _ = self.child.wait();
     }
 }
+
+/// The binary as a command to run to its end (`check-config`, `probe`,
+/// `import`).
+pub fn mcpmon() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_mcpmon"))
+}
+
+/// Run `cmd` to its end: its exit code (-1 for a signal), stdout, stderr.
+pub fn outcome(cmd: &mut std::process::Command) -> (i32, String, String) {
+    let out = cmd.output().expect("run");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
