@@ -15,6 +15,7 @@ use crate::config::{self, Config};
 use crate::discovery::Shard;
 use crate::fleet::Fleet;
 use crate::output::metrics::Metrics;
+use crate::output::otlp::Otlp;
 use crate::output::{router, web};
 use crate::state::Snapshot;
 use crate::supervise::{CLOSE_GRACE, Supervisors};
@@ -40,6 +41,9 @@ pub enum RunError {
     /// The web server failed.
     #[error("web server: {0}")]
     Serve(#[from] std::io::Error),
+    /// The OTLP export could not start.
+    #[error("OTLP: {0}")]
+    Otlp(#[from] crate::output::otlp::OtlpError),
 }
 
 /// Idle keep-alive connections kept per host: enough for the pings of
@@ -85,6 +89,8 @@ pub struct Options {
     pub exposition: crate::output::metrics::Exposition,
     /// Most handshakes at once; four per core when `None`.
     pub handshakes: Option<usize>,
+    /// OTLP push, when configured.
+    pub otlp: Option<crate::output::otlp::OtlpConfig>,
 }
 
 impl Options {
@@ -121,15 +127,11 @@ pub async fn run_with(
     let (fleet_tx, fleet_rx) = mpsc::channel(4096);
     let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
     let shard = options.shard;
-    let owned = config.servers.iter().filter(|s| shard.owns(&s.id));
-    let fleet_task = tokio::spawn(state::owner::run(
-        fleet_rx,
-        snap_tx,
-        config.fleet.clone(),
-        owned.clone().count(),
-        first_verdicts_within(owned),
-        cancel.child_token(),
-    ));
+    let otlp = match &options.otlp {
+        Some(cfg) => Some(Arc::new(Otlp::start(cfg, &snap_rx, metrics.otlp.clone())?)),
+        None => None,
+    };
+    let fleet_task = start_owner(&config, shard, fleet_rx, snap_tx, otlp.clone(), &cancel);
     let handshakes = options
         .handshakes
         .unwrap_or_else(supervise::default_handshakes);
@@ -201,9 +203,35 @@ pub async fn run_with(
     fleet.supervisors.stop_all(deadline).await;
     cancel.cancel();
     let _ = fleet_task.await;
+    // The owner is gone, so this is the last reference: push what is left.
+    if let Some(otlp) = otlp.and_then(Arc::into_inner) {
+        otlp.shutdown(CLOSE_GRACE * 2).await;
+    }
     web.stopped().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Start the state owner on the servers this shard owns, telling `otlp`
+/// of every probe.
+fn start_owner(
+    config: &Config,
+    shard: Shard,
+    rx: mpsc::Receiver<state::Msg>,
+    tx: watch::Sender<Arc<Snapshot>>,
+    otlp: Option<Arc<Otlp>>,
+    cancel: &CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let owned = config.servers.iter().filter(|s| shard.owns(&s.id));
+    tokio::spawn(state::owner::run(
+        rx,
+        tx,
+        config.fleet.clone(),
+        owned.clone().count(),
+        first_verdicts_within(owned),
+        otlp.map(|o| o as Arc<dyn state::operations::Operations>),
+        cancel.child_token(),
+    ))
 }
 
 /// The addresses mcpmon serves on: discovered entries may not aim mcpmon at

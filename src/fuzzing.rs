@@ -96,6 +96,7 @@ pub fn metrics(data: &[u8]) {
         tool: None,
         duration: std::time::Duration::from_millis(3),
         result: Ok(Answer::Health(report)),
+        trace: None,
     };
     let probe = Observation::Probe {
         outcome,

@@ -81,6 +81,8 @@ struct Cli {
     /// from it. 0 means four per core, at least four.
     #[arg(long = "handshake.concurrency", default_value_t = 0)]
     handshake_concurrency: usize,
+    #[command(flatten)]
+    otlp: mcpmon::output::otlp::OtlpFlags,
     /// Async runtime worker threads; 0 means one per core. One thread
     /// costs the least CPU per probe (no wake-ups across threads) and holds
     /// 10 000 servers at one probe per 10 s with room to spare; add threads
@@ -283,6 +285,7 @@ fn serve(cli: Cli, runtime: &tokio::runtime::Runtime) -> anyhow::Result<ExitCode
     for w in &cfg.warnings {
         tracing::warn!(warning = %w, "risky configuration");
     }
+    let otlp = mcpmon::output::otlp::config::resolve(&cli.otlp, |k| std::env::var(k).ok())?;
     runtime.block_on(async {
         let mut listeners = Vec::new();
         for address in &cli.listen {
@@ -302,6 +305,7 @@ fn serve(cli: Cli, runtime: &tokio::runtime::Runtime) -> anyhow::Result<ExitCode
             extra_listeners: listeners,
             shard,
             handshakes: (cli.handshake_concurrency > 0).then_some(cli.handshake_concurrency),
+            otlp,
             exposition: Exposition {
                 histograms: cli.histograms,
                 detail: cli.metrics_detail,

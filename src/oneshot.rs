@@ -197,13 +197,7 @@ async fn call(
         Err(e) => Err(tracker.scrub(&e.to_string())),
     };
     let result = match r {
-        Ok(res) if res.is_error == Some(true) => Err(probe::Failure {
-            reason: probe::FailureReason::ToolError,
-            detail: "isError: true".to_owned(),
-            link_lost: false,
-            cancelled: None,
-            retry_after: None,
-        }),
+        Ok(res) if res.is_error == Some(true) => Err(probe::Failure::tool_error()),
         Ok(_) => Ok(Answer::Alive),
         Err(e) => Err(probe::Failure::from_tool_call(&e)),
     };
@@ -212,6 +206,7 @@ async fn call(
         tool: None,
         duration: took,
         result,
+        trace: None,
     };
     (said, outcome)
 }

@@ -9,10 +9,12 @@
 //! - [`render`]: whole-fleet pages rendered once and shared.
 //! - [`web`]: the HTTP server itself (TLS, basic auth, limits) and its
 //!   config file.
+//! - [`otlp`]: the opt-in OTLP push of metrics and probe spans.
 
 pub mod health;
 pub mod lifecycle;
 pub mod metrics;
+pub mod otlp;
 pub mod render;
 pub mod router;
 pub mod scrape;

@@ -52,7 +52,7 @@ pub async fn run(
         timeout: deadline,
         max: deadline,
         progress_resets: false,
-        traceparent: Some(trace.traceparent),
+        traceparent: Some(trace.traceparent.clone()),
     };
     let result = match session.call_tool(call).await {
         Ok(result) => {
@@ -75,6 +75,7 @@ pub async fn run(
         tool: None,
         duration: start.elapsed(),
         result,
+        trace: Some(trace),
     }
 }
 

@@ -22,6 +22,9 @@ pub fn kind(era: Era) -> ProbeKind {
 /// round trip as the session measured it when answered.
 pub async fn run(session: &dyn Session, deadline: Duration) -> ProbeOutcome {
     let start = Instant::now();
+    // Liveness requests carry no `_meta`, so this trace is the probe's
+    // span alone: the server never hears of it.
+    let trace = super::trace::new();
     let r = session.liveness(deadline).await;
     ProbeOutcome {
         kind: kind(session.era()),
@@ -30,5 +33,6 @@ pub async fn run(session: &dyn Session, deadline: Duration) -> ProbeOutcome {
         result: r
             .map(|_| Answer::Alive)
             .map_err(|e| Failure::from_request(&e)),
+        trace: Some(trace),
     }
 }

@@ -119,6 +119,8 @@ pub struct Failure {
     pub cancelled: Option<Deadline>,
     /// For throttled probes: how long the server asked to wait.
     pub retry_after: Option<Duration>,
+    /// For JSON-RPC error answers: the code (the conventions' `error.type`).
+    pub code: Option<i32>,
 }
 
 impl Failure {
@@ -144,6 +146,22 @@ impl Failure {
                 RequestError::Throttled { retry_after, .. } => *retry_after,
                 _ => None,
             },
+            code: match e {
+                RequestError::Rpc { code, .. } => Some(*code),
+                _ => None,
+            },
+        }
+    }
+
+    /// A tool that answered `isError: true`.
+    pub fn tool_error() -> Failure {
+        Failure {
+            reason: FailureReason::ToolError,
+            detail: "the tool answered isError: true".to_owned(),
+            link_lost: false,
+            cancelled: None,
+            retry_after: None,
+            code: None,
         }
     }
 
@@ -167,6 +185,7 @@ impl Failure {
                     _ => Deadline::RequestTimeout,
                 }),
                 retry_after: None,
+                code: None,
             },
         }
     }
@@ -183,6 +202,8 @@ pub struct ProbeOutcome {
     pub duration: Duration,
     /// What it said, or how it failed.
     pub result: Result<Answer, Failure>,
+    /// The trace it was sent under (its span's ids), if it had one.
+    pub trace: Option<trace::Trace>,
 }
 
 impl ProbeOutcome {

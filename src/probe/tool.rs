@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Answer, Failure, FailureReason, ProbeKind, ProbeOutcome};
+use super::{Answer, Failure, ProbeKind, ProbeOutcome};
 use crate::config::ToolProbe;
 use crate::transport::{Session, ToolCall};
 
@@ -23,17 +23,10 @@ pub async fn run(session: &dyn Session, spec: &ToolProbe, deadline: Duration) ->
         timeout: deadline,
         max: spec.max_request_timeout,
         progress_resets: true,
-        traceparent: Some(trace.traceparent),
+        traceparent: Some(trace.traceparent.clone()),
     };
     let result = match session.call_tool(call).await {
-        Ok(r) if r.is_error == Some(true) => Err(Failure {
-            reason: FailureReason::ToolError,
-            detail: "the tool answered isError: true".to_owned(),
-            link_lost: false,
-            cancelled: None,
-            retry_after: None,
-        }
-        .traced(&trace.trace_id)),
+        Ok(r) if r.is_error == Some(true) => Err(Failure::tool_error().traced(&trace.trace_id)),
         Ok(_) => Ok(Answer::Alive),
         Err(e) => Err(Failure::from_tool_call(&e).traced(&trace.trace_id)),
     };
@@ -42,5 +35,6 @@ pub async fn run(session: &dyn Session, spec: &ToolProbe, deadline: Duration) ->
         tool: Some(Arc::from(spec.tool.as_str())),
         duration: start.elapsed(),
         result,
+        trace: Some(trace),
     }
 }

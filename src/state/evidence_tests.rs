@@ -302,6 +302,7 @@ fn health_reports_failures_and_timeouts_are_told_apart() {
             fields: vec![("queue".into(), 2.0)],
             is_error: false,
         })),
+        trace: None,
     };
     let mut t = Tracker::new(&spec("a"), t0);
     open(&mut t, t0);
@@ -332,6 +333,7 @@ fn health_reports_failures_and_timeouts_are_told_apart() {
             link_lost: false,
             cancelled: None,
             retry_after: None,
+            code: None,
         }),
         ..hc(Reported::Healthy)
     };
@@ -348,6 +350,7 @@ fn health_reports_failures_and_timeouts_are_told_apart() {
             link_lost: false,
             cancelled: None,
             retry_after: None,
+            code: None,
         }),
         ..hc(Reported::Healthy)
     };
@@ -454,7 +457,9 @@ fn the_detail_of_a_problem_survives_the_fall_count() {
             link_lost: false,
             cancelled: None,
             retry_after: None,
+            code: None,
         }),
+        trace: None,
     };
     t.probe(&err("HTTP 502"), false, t0);
     assert_eq!(t.status().detail, "", "still published ok");

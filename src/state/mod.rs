@@ -8,11 +8,13 @@
 //! - [`evidence`]: per-server evidence turned into verdict input, status and timeline.
 //! - [`series`]: per-server counters and histograms, as data.
 //! - [`owner`]: the task that applies messages and publishes snapshots.
+//! - [`operations`]: what the owner tells an operations sink (OTLP) per probe.
 //!
 //! This layer imports config, transport and probe types, never outputs or
 //! supervisors.
 
 pub mod evidence;
+pub mod operations;
 pub mod owner;
 pub mod reason;
 pub mod series;

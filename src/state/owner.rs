@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::evidence::Tracker;
+use super::operations::{Operation, Operations, Peer, SessionEnd};
 use super::series::Series;
 use super::snapshot::{ServerRecord, Snapshot, Summary};
 use super::verdict::{Reason, State, Transition};
@@ -52,6 +53,12 @@ struct Entry {
     /// The session a rebuild was already requested for.
     stuck_sent: u64,
     progress_seen: u64,
+    /// The conventions' `server.address` and `server.port`, for the sink.
+    peer: Option<Peer>,
+    /// When the open session opened, for its duration.
+    opened_at: Option<Instant>,
+    /// The health tool's name, for the sink.
+    health_tool: Arc<str>,
 }
 
 impl Entry {
@@ -156,6 +163,7 @@ pub struct Owner {
     snap: Snapshot,
     counts: Summary,
     expected: usize,
+    ops: Option<Arc<dyn Operations>>,
 }
 
 impl Owner {
@@ -169,7 +177,14 @@ impl Owner {
             },
             counts: Summary::default(),
             expected,
+            ops: None,
         }
+    }
+
+    /// Tell `ops` about every probe and session end from now on.
+    pub fn with_operations(mut self, ops: Option<Arc<dyn Operations>>) -> Self {
+        self.ops = ops;
+        self
     }
 
     /// Apply one message at `now`.
@@ -208,6 +223,9 @@ impl Owner {
                 sessions: 0,
                 stuck_sent: 0,
                 progress_seen: 0,
+                peer: Peer::of(spec),
+                opened_at: None,
+                health_tool: Arc::from(spec.settings.health_check_tool.as_str()),
             },
         );
     }
@@ -229,19 +247,22 @@ impl Owner {
         );
         let record = Arc::make_mut(record);
         record.series.record(&obs, record.status.transport);
+        let told = self.ops.as_ref().and_then(|_| Told::of(entry, &obs, now));
         if let Some(tr) = entry.track(id, &mut record.series, obs, now) {
             record.series.state_changes += 1;
             log_transition(id, tr, &entry.tracker.status().detail);
         }
         entry.rebuild_if_stuck(now);
-        if !judged {
-            return;
+        if judged {
+            let old = record.status.status;
+            record.status = entry.tracker.status().clone();
+            if old != record.status.status {
+                count(&mut self.counts, old, -1);
+                count(&mut self.counts, record.status.status, 1);
+            }
         }
-        let old = record.status.status;
-        record.status = entry.tracker.status().clone();
-        if old != record.status.status {
-            count(&mut self.counts, old, -1);
-            count(&mut self.counts, record.status.status, 1);
+        if let (Some(ops), Some(told)) = (&self.ops, told) {
+            told.tell(ops.as_ref(), &record.status, entry);
         }
     }
 
@@ -276,6 +297,53 @@ impl Owner {
 }
 
 /// The probe kinds a server will run, so their counters exist from the start.
+/// What an observation tells the operations sink, taken before the
+/// tracker consumes it and told once the status is judged.
+enum Told {
+    Probe(crate::probe::ProbeOutcome),
+    SessionEnd(Duration, Option<&'static str>),
+}
+
+impl Told {
+    fn of(entry: &mut Entry, obs: &Observation, now: Instant) -> Option<Told> {
+        let ended = |entry: &mut Entry, error| {
+            let opened = entry.opened_at.take()?;
+            Some(Told::SessionEnd(
+                now.saturating_duration_since(opened),
+                error,
+            ))
+        };
+        match obs {
+            Observation::Probe { outcome, .. } => Some(Told::Probe(outcome.clone())),
+            Observation::Opened { .. } => {
+                entry.opened_at = Some(now);
+                None
+            }
+            Observation::Down { reason, .. } => ended(entry, Some(reason.as_str())),
+            Observation::Closed => ended(entry, None),
+            _ => None,
+        }
+    }
+
+    fn tell(self, ops: &dyn Operations, status: &super::snapshot::ServerStatus, entry: &Entry) {
+        let peer = entry.peer.as_ref();
+        match self {
+            Told::Probe(outcome) => ops.operation(&Operation {
+                status,
+                peer,
+                health_tool: &entry.health_tool,
+                outcome: &outcome,
+            }),
+            Told::SessionEnd(duration, error) => ops.session_ended(&SessionEnd {
+                status,
+                peer,
+                duration,
+                error,
+            }),
+        }
+    }
+}
+
 fn probe_kinds(spec: &ServerSpec) -> Vec<ProbeKind> {
     let mut kinds = match &spec.protocol {
         Protocol::Pinned(v) if crate::config::is_modern(v) => {
@@ -338,10 +406,11 @@ pub async fn run(
     policy: FleetPolicy,
     expected: usize,
     grace: Duration,
+    ops: Option<Arc<dyn Operations>>,
     cancel: CancellationToken,
 ) {
     let started = Instant::now();
-    let mut owner = Owner::new(policy, expected);
+    let mut owner = Owner::new(policy, expected).with_operations(ops);
     let mut last_publish = started;
     // A change waiting to be published, and when it will be.
     let mut publish_at: Option<Instant> = Some(started);

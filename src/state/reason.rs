@@ -38,6 +38,12 @@ impl State {
         self.into()
     }
 
+    /// Whether a server in this state counts as up (`mcpmon_server_up`):
+    /// it answers, however slowly.
+    pub fn is_up(self) -> bool {
+        matches!(self, State::Healthy | State::Degraded)
+    }
+
     /// How bad a state is, for picking the worst of several.
     pub fn severity(self) -> u8 {
         match self {

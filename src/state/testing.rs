@@ -40,6 +40,7 @@ pub fn answered(kind: ProbeKind, ms: u64) -> ProbeOutcome {
         tool: None,
         duration: Duration::from_millis(ms),
         result: Ok(Answer::Alive),
+        trace: None,
     }
 }
 
@@ -55,7 +56,9 @@ pub fn failed(kind: ProbeKind, reason: FailureReason) -> ProbeOutcome {
             link_lost: matches!(reason, FailureReason::Closed | FailureReason::Unreachable),
             cancelled: None,
             retry_after: None,
+            code: None,
         }),
+        trace: None,
     }
 }
 

@@ -59,6 +59,7 @@ impl Harness {
             FleetPolicy::default(),
             1,
             secs(60),
+            None,
             cancel.child_token(),
         ));
         let connector = FakeConnector::new(script);
@@ -500,6 +501,7 @@ async fn herd(concurrency: usize, settle: Duration) -> (usize, usize, usize) {
         FleetPolicy::default(),
         40,
         secs(60),
+        None,
         cancel.child_token(),
     ));
     let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -571,6 +573,7 @@ async fn a_three_second_handshake_never_reads_slow() {
         FleetPolicy::default(),
         1,
         secs(60),
+        None,
         cancel.child_token(),
     ));
     let spec = Arc::new(server_spec());

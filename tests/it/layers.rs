@@ -258,6 +258,8 @@ const HTTP_CRATES: &[(&str, &[&str])] = &[
             "oneshot",
             "app",
             "main",
+            // The OTLP push's HTTP client.
+            "output",
         ],
     ),
     ("rmcp", &["transport"]),

@@ -21,6 +21,7 @@ mod kubernetes;
 mod layers;
 mod load_balancers;
 mod monitor;
+mod otlp;
 mod pid1;
 mod prometheus;
 mod redaction;

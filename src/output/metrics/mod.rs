@@ -83,6 +83,9 @@ pub struct Metrics {
     pub http_duration: prometheus::HistogramVec,
     /// `mcpmon_shard_info{index, count}`
     shard_info: IntGaugeVec,
+    /// `mcpmon_otlp_exports_total{signal, result}` and
+    /// `mcpmon_otlp_spans_dropped_total{reason}`: what the OTLP push did.
+    pub otlp: crate::output::otlp::Counters,
 }
 
 fn opts(name: &str, help: &str) -> Opts {
@@ -133,6 +136,22 @@ impl Metrics {
                 ),
                 &["index", "count"],
             )?,
+            otlp: crate::output::otlp::Counters {
+                exports: prometheus::IntCounterVec::new(
+                    opts(
+                        "otlp_exports_total",
+                        "OTLP pushes by signal (metrics, traces) and result (ok, failed).",
+                    ),
+                    &["signal", "result"],
+                )?,
+                dropped: prometheus::IntCounterVec::new(
+                    opts(
+                        "otlp_spans_dropped_total",
+                        "Probe spans never delivered: queue_full, or export_failed.",
+                    ),
+                    &["reason"],
+                )?,
+            },
         };
         let build = IntGaugeVec::new(
             opts("build_info", "Build of mcpmon (always 1)."),
@@ -149,6 +168,8 @@ impl Metrics {
         r.register(Box::new(m.http_requests.clone()))?;
         r.register(Box::new(m.http_duration.clone()))?;
         r.register(Box::new(m.shard_info.clone()))?;
+        r.register(Box::new(m.otlp.exports.clone()))?;
+        r.register(Box::new(m.otlp.dropped.clone()))?;
         // process_* (memory, fds, CPU) of mcpmon itself, read from /proc at scrape time.
         r.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),

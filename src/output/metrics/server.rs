@@ -29,7 +29,7 @@ pub fn render(id: &str, r: &ServerRecord, x: Exposition, w: &mut Writer) {
 /// Up, state, reason, `_info` and the operator's labels.
 fn status(server: (&str, &str), r: &ServerRecord, w: &mut Writer) {
     let st = &r.status;
-    let up = matches!(st.status, State::Healthy | State::Degraded);
+    let up = st.status.is_up();
     w.sample(Family::Up, &[server], u8::from(up));
     for s in State::ALL {
         w.sample(

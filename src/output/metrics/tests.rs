@@ -72,6 +72,7 @@ fn healthy_for_a_while(o: &mut Owner, id: &str, labels: usize, http: bool) {
                 fields: vec![],
                 is_error: false,
             })),
+            trace: None,
         },
     );
     if http {
@@ -257,7 +258,9 @@ fn histograms_are_cumulative_and_counters_count() {
             link_lost: false,
             cancelled: Some(Deadline::RequestTimeout),
             retry_after: None,
+            code: None,
         }),
+        trace: None,
     };
     event(
         &mut o,
@@ -363,6 +366,7 @@ fn values_from_servers_are_escaped() {
         tool: None,
         duration: Duration::from_millis(1),
         result: Ok(Answer::Health(report)),
+        trace: None,
     };
     event(
         &mut o,

@@ -74,6 +74,37 @@ impl Prometheus {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn prometheus");
+        Self::ready(child, port, dir).await
+    }
+
+    /// A current Prometheus (3.x, `.ci/setup` builds it as `prometheus3`)
+    /// that only receives OTLP pushes; returns once ready.
+    pub async fn start_otlp_receiver() -> Prometheus {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(&config, "global:\n  scrape_interval: 1s\n").expect("write");
+        let port = free_port();
+        let child = std::process::Command::new(which("prometheus3"))
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--web.enable-otlp-receiver")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn prometheus3");
+        Self::ready(child, port, dir).await
+    }
+
+    /// Its base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    async fn ready(child: std::process::Child, port: u16, dir: tempfile::TempDir) -> Prometheus {
         let p = Prometheus {
             child,
             base: format!("http://127.0.0.1:{port}"),

@@ -1,0 +1,248 @@
+//! The OTLP instruments: the MCP conventions' client histograms, recorded
+//! from the owner's observations, and the judgment as mcpmon's own
+//! instruments, observed from the owner's latest snapshot at each push.
+//! Both read the one source `/metrics` reads, so the numbers agree.
+//!
+//! Attributes per server: `mcpmon.server.id` and `network.transport`
+//! everywhere; the operator's labels as `mcpmon.label.<name>` on the
+//! judgment; `mcp.protocol.version`, `server.address` and `server.port`
+//! where the conventions put them (the histograms), so a protocol upgrade
+//! does not fork the judgment's series.
+
+use std::sync::Arc;
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Histogram, Meter};
+use tokio::sync::watch;
+
+use crate::probe::{FailureReason, ProbeKind, ProbeOutcome};
+use crate::state::Snapshot;
+use crate::state::operations::{Operation, Peer, SessionEnd};
+use crate::state::snapshot::ServerStatus;
+use crate::state::verdict::State;
+
+/// The conventions' recommended buckets for MCP durations, in seconds.
+pub const BUCKETS: [f64; 14] = [
+    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+
+/// The judgment's data points per server: up, four states, the reason,
+/// last check, state changes and tool-surface changes. The histograms add
+/// one point per (method, tool, error.type, protocol version) seen: two
+/// for a healthy server with a health tool, one more per configured tool
+/// probe, and one per kind of failure it has shown.
+pub const JUDGMENT_POINTS: usize = 9;
+
+/// The MCP method a probe sends: the conventions' `mcp.method.name`.
+pub fn method(kind: ProbeKind) -> &'static str {
+    match kind {
+        ProbeKind::Ping => "ping",
+        ProbeKind::Discover => "server/discover",
+        ProbeKind::HealthCheck | ProbeKind::Tool => "tools/call",
+    }
+}
+
+/// The conventions' `error.type`: the JSON-RPC code, `tool_error` for
+/// `isError: true`, else mcpmon's bounded failure reason.
+pub fn error_type(outcome: &ProbeOutcome) -> Option<String> {
+    let reason = outcome.failure()?;
+    let code = outcome.result.as_ref().err().and_then(|f| f.code);
+    Some(match (reason, code) {
+        (FailureReason::RpcError, Some(code)) => code.to_string(),
+        (reason, _) => reason.as_str().to_owned(),
+    })
+}
+
+/// `network.transport`: `pipe` for a child's stdio, `tcp` for HTTP.
+pub fn network_transport(status: &ServerStatus) -> &'static str {
+    if status.transport == "stdio" {
+        "pipe"
+    } else {
+        "tcp"
+    }
+}
+
+/// The tool a probe called, for `gen_ai.tool.name` and the span's target.
+pub fn tool_name<'a>(op: &'a Operation<'_>) -> Option<&'a str> {
+    match op.outcome.kind {
+        ProbeKind::Tool => op.outcome.tool.as_deref(),
+        ProbeKind::HealthCheck => Some(op.health_tool),
+        ProbeKind::Ping | ProbeKind::Discover => None,
+    }
+}
+
+/// The attributes of a probe, as the conventions name them.
+pub fn operation_attributes(op: &Operation<'_>, tool: Option<&str>) -> Vec<KeyValue> {
+    let mut a = vec![
+        KeyValue::new("mcp.method.name", method(op.outcome.kind)),
+        KeyValue::new("mcpmon.server.id", op.status.id.clone()),
+    ];
+    if let Some(tool) = tool {
+        a.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
+    }
+    if let Some(e) = error_type(op.outcome) {
+        a.push(KeyValue::new("error.type", e));
+    }
+    peer_attributes(&mut a, op.status, op.peer);
+    a
+}
+
+fn peer_attributes(a: &mut Vec<KeyValue>, status: &ServerStatus, peer: Option<&Peer>) {
+    a.push(KeyValue::new(
+        "network.transport",
+        network_transport(status),
+    ));
+    if let Some(info) = &status.server_info {
+        a.push(KeyValue::new(
+            "mcp.protocol.version",
+            info.protocol_version.clone(),
+        ));
+    }
+    if let Some(p) = peer {
+        a.push(KeyValue::new("server.address", p.address.clone()));
+        a.push(KeyValue::new("server.port", i64::from(p.port)));
+    }
+}
+
+/// The conventions' histograms.
+#[derive(Debug)]
+pub struct Histograms {
+    operation: Histogram<f64>,
+    session: Histogram<f64>,
+}
+
+impl Histograms {
+    /// Create them on `meter`.
+    pub fn new(meter: &Meter) -> Histograms {
+        let histogram = |name: &'static str, what: &'static str| {
+            meter
+                .f64_histogram(name)
+                .with_unit("s")
+                .with_description(what)
+                .with_boundaries(BUCKETS.to_vec())
+                .build()
+        };
+        Histograms {
+            operation: histogram(
+                "mcp.client.operation.duration",
+                "Duration of the MCP requests mcpmon's probes send, answered or not.",
+            ),
+            session: histogram(
+                "mcp.client.session.duration",
+                "Duration of mcpmon's MCP sessions, recorded when one ends.",
+            ),
+        }
+    }
+
+    /// Record one probe.
+    pub fn operation(&self, op: &Operation<'_>, attributes: &[KeyValue]) {
+        self.operation
+            .record(op.outcome.duration.as_secs_f64(), attributes);
+    }
+
+    /// Record one session's end.
+    pub fn session(&self, end: &SessionEnd<'_>) {
+        let mut a = vec![KeyValue::new("mcpmon.server.id", end.status.id.clone())];
+        if let Some(e) = end.error {
+            a.push(KeyValue::new("error.type", e));
+        }
+        peer_attributes(&mut a, end.status, end.peer);
+        self.session.record(end.duration.as_secs_f64(), &a);
+    }
+}
+
+/// A server's judgment attributes: its id, transport and labels.
+fn judgment_attributes(status: &ServerStatus) -> Vec<KeyValue> {
+    let mut a = vec![
+        KeyValue::new("mcpmon.server.id", status.id.clone()),
+        KeyValue::new("network.transport", network_transport(status)),
+    ];
+    for l in status.labels.iter() {
+        a.push(KeyValue::new(
+            format!("mcpmon.label.{}", l.name),
+            l.value.clone(),
+        ));
+    }
+    a
+}
+
+fn with(base: &[KeyValue], extra: KeyValue) -> Vec<KeyValue> {
+    let mut a = base.to_vec();
+    a.push(extra);
+    a
+}
+
+/// Register the judgment instruments, observed from the latest snapshot.
+pub fn observe_judgment(meter: &Meter, snapshots: &watch::Receiver<Arc<Snapshot>>) {
+    let latest = {
+        let rx = snapshots.clone();
+        move || rx.borrow().clone()
+    };
+    let each = move |f: &dyn Fn(&ServerStatus, &crate::state::series::Series, &[KeyValue])| {
+        let snap = latest();
+        for r in snap.servers.values() {
+            f(&r.status, &r.series, &judgment_attributes(&r.status));
+        }
+    };
+    let each = Arc::new(each);
+    let e = each.clone();
+    meter
+        .u64_observable_gauge("mcpmon.server.up")
+        .with_description("1 when the server answers (healthy or degraded), else 0.")
+        .with_callback(move |o| e(&|st, _, a| o.observe(u64::from(st.status.is_up()), a)))
+        .build();
+    let e = each.clone();
+    meter
+        .u64_observable_gauge("mcpmon.server.state")
+        .with_description("The verdict as a state set: 1 for the server's state, 0 for the others.")
+        .with_callback(move |o| {
+            e(&|st, _, a| {
+                for s in State::ALL {
+                    let v = u64::from(st.status == s);
+                    o.observe(v, &with(a, KeyValue::new("mcpmon.state", s.as_str())));
+                }
+            })
+        })
+        .build();
+    let e = each.clone();
+    meter
+        .u64_observable_gauge("mcpmon.server.reason")
+        .with_description("Why the server is in its state: always 1, the reason as an attribute.")
+        .with_callback(move |o| {
+            e(&|st, _, a| {
+                o.observe(
+                    1,
+                    &with(a, KeyValue::new("mcpmon.reason", st.reason.as_str())),
+                )
+            })
+        })
+        .build();
+    let e = each.clone();
+    meter
+        .f64_observable_gauge("mcpmon.server.last_check.timestamp")
+        .with_unit("s")
+        .with_description("Unix time of the last probe result or connection attempt.")
+        .with_callback(move |o| {
+            e(&|st, _, a| {
+                if let Some(t) = st.last_check {
+                    let secs = t
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0.0, |d| d.as_secs_f64());
+                    o.observe(secs, a);
+                }
+            })
+        })
+        .build();
+    let e = each.clone();
+    meter
+        .u64_observable_counter("mcpmon.server.state_changes")
+        .with_description("Changes of published state.")
+        .with_callback(move |o| e(&|_, s, a| o.observe(s.state_changes, a)))
+        .build();
+    let e = each;
+    meter
+        .u64_observable_counter("mcpmon.server.tools.changes")
+        .with_description("Changes of the server's tool surface.")
+        .with_callback(move |o| e(&|_, s, a| o.observe(s.tools_changes, a)))
+        .build();
+}

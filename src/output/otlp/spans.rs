@@ -1,0 +1,168 @@
+//! Probe spans: one CLIENT span per sampled probe, named and attributed as
+//! the MCP conventions say, whose ids are the `traceparent` the probe sent,
+//! so a server that traces has the monitor's span as its parent. Finished
+//! spans wait on a bounded queue; one task exports them in batches. A full
+//! queue or a failed export drops spans and counts them; probing never
+//! waits for any of it.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use opentelemetry::trace::{
+    SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+};
+use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::Counters;
+use super::instruments::method;
+use crate::state::operations::Operation;
+
+/// Most spans in one export request.
+const BATCH: usize = 512;
+/// Longest a finished span waits for a fuller batch.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// The span of a sampled probe; `None` when it was not sampled or had no
+/// trace.
+pub fn span(
+    op: &Operation<'_>,
+    tool: Option<&str>,
+    attributes: Vec<KeyValue>,
+    scope: &InstrumentationScope,
+) -> Option<SpanData> {
+    let trace = op.outcome.trace.as_ref().filter(|t| t.sampled)?;
+    let trace_id = TraceId::from_hex(&trace.trace_id).ok()?;
+    let span_id = SpanId::from_hex(&trace.span_id).ok()?;
+    let name = match tool {
+        Some(t) => format!("{} {t}", method(op.outcome.kind)),
+        None => method(op.outcome.kind).to_owned(),
+    };
+    let status = match &op.outcome.failure() {
+        Some(reason) => Status::error(reason.as_str()),
+        None => Status::Unset,
+    };
+    Some(SpanData {
+        span_context: SpanContext::new(
+            trace_id,
+            span_id,
+            TraceFlags::SAMPLED,
+            false,
+            TraceState::default(),
+        ),
+        parent_span_id: SpanId::INVALID,
+        parent_span_is_remote: false,
+        span_kind: SpanKind::Client,
+        name: Cow::Owned(name),
+        start_time: trace.started,
+        end_time: trace.started + op.outcome.duration,
+        attributes,
+        dropped_attributes_count: 0,
+        events: SpanEvents::default(),
+        links: SpanLinks::default(),
+        status,
+        instrumentation_scope: scope.clone(),
+    })
+}
+
+/// The sending end of the span queue.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    tx: mpsc::Sender<SpanData>,
+    counters: Counters,
+}
+
+impl Queue {
+    /// Queue `span`, or drop and count it when the queue is full.
+    pub fn push(&self, span: SpanData) {
+        if self.tx.try_send(span).is_err() {
+            self.counters.dropped("queue_full", 1);
+        }
+    }
+}
+
+/// Start the export task; it drains what is queued when `cancel` fires,
+/// within one more `timeout`.
+pub fn start<E: SpanExporter + 'static>(
+    exporter: E,
+    size: usize,
+    timeout: Duration,
+    counters: Counters,
+    cancel: CancellationToken,
+) -> (Queue, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel(size);
+    let queue = Queue {
+        tx,
+        counters: counters.clone(),
+    };
+    let task = tokio::spawn(export_loop(exporter, rx, timeout, counters, cancel));
+    (queue, task)
+}
+
+async fn export_loop<E: SpanExporter>(
+    exporter: E,
+    mut rx: mpsc::Receiver<SpanData>,
+    timeout: Duration,
+    counters: Counters,
+    cancel: CancellationToken,
+) {
+    let mut batch = Vec::with_capacity(BATCH);
+    loop {
+        let first = tokio::select! {
+            s = rx.recv() => s,
+            _ = cancel.cancelled() => None,
+        };
+        let Some(first) = first else { break };
+        batch.push(first);
+        let linger = tokio::time::sleep(LINGER);
+        tokio::pin!(linger);
+        while batch.len() < BATCH {
+            tokio::select! {
+                s = rx.recv() => match s {
+                    Some(s) => batch.push(s),
+                    None => break,
+                },
+                _ = &mut linger => break,
+                _ = cancel.cancelled() => break,
+            }
+        }
+        export(&exporter, &mut batch, timeout, &counters).await;
+    }
+    // Shutdown: what is already queued gets one last export.
+    rx.close();
+    while let Ok(s) = rx.try_recv() {
+        batch.push(s);
+        if batch.len() == BATCH {
+            export(&exporter, &mut batch, timeout, &counters).await;
+        }
+    }
+    if !batch.is_empty() {
+        export(&exporter, &mut batch, timeout, &counters).await;
+    }
+}
+
+async fn export<E: SpanExporter>(
+    exporter: &E,
+    batch: &mut Vec<SpanData>,
+    timeout: Duration,
+    counters: &Counters,
+) {
+    let n = batch.len() as u64;
+    let spans = std::mem::replace(batch, Vec::with_capacity(BATCH));
+    // The exporter retries with backoff inside; this bounds it all.
+    match tokio::time::timeout(timeout, exporter.export(spans)).await {
+        Ok(Ok(())) => counters.export("traces", true),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, spans = n, "OTLP span export failed");
+            counters.export("traces", false);
+            counters.dropped("export_failed", n);
+        }
+        Err(_) => {
+            tracing::debug!(spans = n, "OTLP span export timed out");
+            counters.export("traces", false);
+            counters.dropped("export_failed", n);
+        }
+    }
+}
