@@ -282,6 +282,9 @@ def main():
                          "from a 10-server instance divided by the added sessions")
     ap.add_argument("--everything", type=int, metavar="N",
                     help="instead: N sessions to npm server-everything, mcpmon against the TypeScript SDK client")
+    ap.add_argument("--otlp", type=int, metavar="N",
+                    help="instead: mcpmon on N HTTP servers with OTLP off, metrics pushed, and metrics plus "
+                         "every probe's span pushed, alternating; CPU per ping as ratios to off")
     ap.add_argument("--idle", type=float, metavar="SECONDS",
                     help="instead: mcpmon alone on 5 HTTP servers with every tunable at its default, "
                          "measured this long (CPU share and wake-ups per second)")
@@ -300,6 +303,8 @@ def main():
     raise_fd_limit()
     if args.idle:
         return idle(args.idle, args.reps)
+    if args.otlp:
+        return otlp(args.otlp, args.reps, args.duration)
     if args.everything:
         return everything(args.everything, args.reps, args.duration)
     if args.memory:
@@ -403,6 +408,64 @@ def memory(sizes, reps, duration):
             per = (rss[n] - rss[base]) / (n - base)
             print(f"- {era} era, N={n}: {per:.1f} KiB per held session "
                   f"(RSS {rss[n] / 1024:.1f} MiB against {rss[base] / 1024:.1f} MiB at N={base}, median of {reps})")
+
+
+def start_receiver():
+    """An OTLP/HTTP receiver that reads every request and answers 200: the
+    push's cost on mcpmon's side, not a backend's."""
+    import http.server
+    import threading
+
+    class Sink(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def otlp(n, reps, duration):
+    """CPU per ping with OTLP off, metrics on, and metrics plus spans (every
+    probe sampled), alternating in one run."""
+    global MCPMON_ARGS
+    receiver, url = start_receiver()
+    own = list(MCPMON_ARGS)
+    variants = {
+        "off": [],
+        "metrics": ["--otlp.endpoint", url, "--otlp.interval", "5s"],
+        "metrics+spans": ["--otlp.endpoint", url, "--otlp.interval", "5s", "--otlp.traces.sample-ratio", "1"],
+    }
+    interval = max(1.0, n / 1000)
+    rows = {k: [] for k in variants}
+    try:
+        for rep in range(reps):
+            names = list(variants)
+            for name in names[rep % len(names):] + names[:rep % len(names)]:
+                MCPMON_ARGS = own + variants[name]
+                sim, base = start_sim()
+                try:
+                    r = run_mcpmon("http", base, n, interval, duration)
+                finally:
+                    sim.kill()
+                    sim.wait()
+                rows[name].append(r)
+                print(f"# otlp N={n} rep {rep + 1} {name}: {json.dumps(r)}", file=sys.stderr, flush=True)
+    finally:
+        MCPMON_ARGS = own
+        receiver.shutdown()
+    per_ping = {k: med(v, "cpu_s") * 1e6 / max(med(v, "pings"), 1) for k, v in rows.items()}
+    print(f"| OTLP (N={n} HTTP, {1 / interval:g} ping/s each, {duration:g} s, median of {reps}) | µs CPU per ping | ratio to off | RSS MiB |")
+    print("|---|---:|---:|---:|")
+    for k, v in rows.items():
+        print(f"| {k} | {per_ping[k]:.1f} | {per_ping[k] / per_ping['off']:.2f} | {med(v, 'rss_kib') / 1024:.1f} |")
 
 
 def idle(duration, reps):

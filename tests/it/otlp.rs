@@ -403,3 +403,120 @@ async fn a_receiver_that_is_down_or_stalls_costs_bounded_memory_and_no_probe_del
         "{n} connections to the stalling receiver"
     );
 }
+
+/// An OTLP/gRPC receiver made for the test: the metric names and span
+/// names it was sent.
+#[derive(Clone, Default)]
+struct GrpcSink {
+    metrics: Arc<Mutex<Vec<String>>>,
+    spans: Arc<Mutex<Vec<String>>>,
+}
+
+#[tonic::async_trait]
+impl opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::MetricsService
+    for GrpcSink
+{
+    async fn export(
+        &self,
+        req: tonic::Request<
+            opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest,
+        >,
+    ) -> Result<
+        tonic::Response<
+            opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceResponse,
+        >,
+        tonic::Status,
+    > {
+        let mut kept = self.metrics.lock().expect("metrics");
+        for rm in req.into_inner().resource_metrics {
+            for sm in rm.scope_metrics {
+                kept.extend(sm.metrics.into_iter().map(|m| m.name));
+            }
+        }
+        Ok(tonic::Response::new(Default::default()))
+    }
+}
+
+#[tonic::async_trait]
+impl opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceService
+    for GrpcSink
+{
+    async fn export(
+        &self,
+        req: tonic::Request<
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
+        >,
+    ) -> Result<
+        tonic::Response<
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse,
+        >,
+        tonic::Status,
+    > {
+        let mut kept = self.spans.lock().expect("spans");
+        for rs in req.into_inner().resource_spans {
+            for ss in rs.scope_spans {
+                kept.extend(ss.spans.into_iter().map(|s| s.name));
+            }
+        }
+        Ok(tonic::Response::new(Default::default()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_signals_arrive_over_grpc() {
+    use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::MetricsServiceServer;
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
+    let sink = GrpcSink::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = tonic::transport::Server::builder()
+        .add_service(MetricsServiceServer::new(sink.clone()))
+        .add_service(TraceServiceServer::new(sink.clone()))
+        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener));
+    tokio::spawn(server);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("fleet.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{FAST_GLOBAL}servers:\n  - {{id: billing, transport: stdio, command: {:?}}}\n",
+            demo_server().display()
+        ),
+    )
+    .expect("write");
+    let endpoint = format!("http://{addr}");
+    let args = [
+        "--otlp.endpoint",
+        &endpoint,
+        "--otlp.protocol",
+        "grpc",
+        "--otlp.interval",
+        "1s",
+        "--otlp.traces.sample-ratio",
+        "1",
+    ];
+    let mon = Binary::start(&cfg, &args).await;
+    let start = Instant::now();
+    loop {
+        let metrics = sink.metrics.lock().expect("metrics").clone();
+        let spans = sink.spans.lock().expect("spans").clone();
+        let pushed = [
+            "mcp.client.operation.duration",
+            "mcpmon.server.state",
+            "mcpmon.server.up",
+        ]
+        .iter()
+        .all(|n| metrics.iter().any(|m| m == n));
+        if pushed && spans.iter().any(|s| s == "tools/call health_check") {
+            break;
+        }
+        assert!(
+            start.elapsed() < SLOW_START,
+            "over gRPC: metrics {metrics:?}, spans {spans:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(mon);
+}

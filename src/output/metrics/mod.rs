@@ -136,22 +136,22 @@ impl Metrics {
                 ),
                 &["index", "count"],
             )?,
-            otlp: crate::output::otlp::Counters {
-                exports: prometheus::IntCounterVec::new(
+            otlp: crate::output::otlp::Counters::new(
+                prometheus::IntCounterVec::new(
                     opts(
                         "otlp_exports_total",
                         "OTLP pushes by signal (metrics, traces) and result (ok, failed).",
                     ),
                     &["signal", "result"],
                 )?,
-                dropped: prometheus::IntCounterVec::new(
+                prometheus::IntCounterVec::new(
                     opts(
                         "otlp_spans_dropped_total",
                         "Probe spans never delivered: queue_full, or export_failed.",
                     ),
                     &["reason"],
                 )?,
-            },
+            ),
         };
         let build = IntGaugeVec::new(
             opts("build_info", "Build of mcpmon (always 1)."),
@@ -168,8 +168,9 @@ impl Metrics {
         r.register(Box::new(m.http_requests.clone()))?;
         r.register(Box::new(m.http_duration.clone()))?;
         r.register(Box::new(m.shard_info.clone()))?;
-        r.register(Box::new(m.otlp.exports.clone()))?;
-        r.register(Box::new(m.otlp.dropped.clone()))?;
+        for family in m.otlp.families() {
+            r.register(Box::new(family))?;
+        }
         // process_* (memory, fds, CPU) of mcpmon itself, read from /proc at scrape time.
         r.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),

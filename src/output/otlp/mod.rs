@@ -38,19 +38,41 @@ use crate::state::operations::{Operation, Operations, SessionEnd};
 
 /// Counts of what the export did, in `/metrics`
 /// (`mcpmon_otlp_exports_total{signal, result}`,
-/// `mcpmon_otlp_spans_dropped_total{reason}`).
+/// `mcpmon_otlp_spans_dropped_total{reason}`), and whether each signal is
+/// failing now, so a change is logged once rather than every push.
 #[derive(Clone, Debug)]
 pub struct Counters {
-    /// Exports by signal and result.
-    pub exports: prometheus::IntCounterVec,
-    /// Spans dropped, by reason.
-    pub dropped: prometheus::IntCounterVec,
+    exports: prometheus::IntCounterVec,
+    dropped: prometheus::IntCounterVec,
+    failing: Arc<[std::sync::atomic::AtomicBool; 2]>,
 }
 
 impl Counters {
-    fn export(&self, signal: &str, ok: bool) {
-        let result = if ok { "ok" } else { "failed" };
+    /// Counters over these two families.
+    pub fn new(exports: prometheus::IntCounterVec, dropped: prometheus::IntCounterVec) -> Self {
+        Counters {
+            exports,
+            dropped,
+            failing: Arc::default(),
+        }
+    }
+
+    /// The families, to register.
+    pub fn families(&self) -> [prometheus::IntCounterVec; 2] {
+        [self.exports.clone(), self.dropped.clone()]
+    }
+
+    fn export(&self, signal: &'static str, error: Option<&dyn std::fmt::Display>) {
+        let result = if error.is_some() { "failed" } else { "ok" };
         self.exports.with_label_values(&[signal, result]).inc();
+        let slot = &self.failing[usize::from(signal == "traces")];
+        let was = slot.swap(error.is_some(), std::sync::atomic::Ordering::Relaxed);
+        match error {
+            Some(e) if !was => tracing::warn!(signal, error = %e, "OTLP export failing"),
+            Some(e) => tracing::debug!(signal, error = %e, "OTLP export failed again"),
+            None if was => tracing::info!(signal, "OTLP export recovered"),
+            None => {}
+        }
     }
 
     fn dropped(&self, reason: &str, n: u64) {
@@ -327,10 +349,8 @@ impl PushMetricExporter for Counted {
                 Err(_) => Err(OTelSdkError::Timeout(self.timeout)),
             }
         });
-        if let Err(e) = &r {
-            tracing::debug!(error = %e, "OTLP metrics export failed");
-        }
-        self.counters.export("metrics", r.is_ok());
+        let error = r.as_ref().err().map(|e| e as &dyn std::fmt::Display);
+        self.counters.export("metrics", error);
         std::future::ready(r)
     }
 

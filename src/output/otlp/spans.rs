@@ -152,17 +152,16 @@ async fn export<E: SpanExporter>(
     let n = batch.len() as u64;
     let spans = std::mem::replace(batch, Vec::with_capacity(BATCH));
     // The exporter retries with backoff inside; this bounds it all.
-    match tokio::time::timeout(timeout, exporter.export(spans)).await {
-        Ok(Ok(())) => counters.export("traces", true),
-        Ok(Err(e)) => {
-            tracing::debug!(error = %e, spans = n, "OTLP span export failed");
-            counters.export("traces", false);
-            counters.dropped("export_failed", n);
-        }
-        Err(_) => {
-            tracing::debug!(spans = n, "OTLP span export timed out");
-            counters.export("traces", false);
-            counters.dropped("export_failed", n);
-        }
+    let error = match tokio::time::timeout(timeout, exporter.export(spans)).await {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(_) => Some(format!("no answer within {timeout:?}")),
+    };
+    counters.export(
+        "traces",
+        error.as_ref().map(|e| e as &dyn std::fmt::Display),
+    );
+    if error.is_some() {
+        counters.dropped("export_failed", n);
     }
 }
