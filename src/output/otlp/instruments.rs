@@ -134,10 +134,12 @@ impl Histograms {
         }
     }
 
-    /// Record one probe.
-    pub fn operation(&self, op: &Operation<'_>, attributes: &[KeyValue]) {
+    /// Record one probe; its attributes, for its span.
+    pub fn operation(&self, op: &Operation<'_>) -> Vec<KeyValue> {
+        let attributes = operation_attributes(op, tool_name(op));
         self.operation
-            .record(op.outcome.duration.as_secs_f64(), attributes);
+            .record(op.outcome.duration.as_secs_f64(), &attributes);
+        attributes
     }
 
     /// Record one session's end.
@@ -246,3 +248,7 @@ pub fn observe_judgment(meter: &Meter, snapshots: &watch::Receiver<Arc<Snapshot>
         .with_callback(move |o| e(&|_, s, a| o.observe(s.tools_changes, a)))
         .build();
 }
+
+#[cfg(test)]
+#[path = "instruments_tests.rs"]
+mod tests;

@@ -172,11 +172,9 @@ impl Otlp {
 
 impl Operations for Otlp {
     fn operation(&self, op: &Operation<'_>) {
-        let tool = instruments::tool_name(op);
-        let attributes = instruments::operation_attributes(op, tool);
-        self.histograms.operation(op, &attributes);
+        let attributes = self.histograms.operation(op);
         if let Some(q) = &self.spans
-            && let Some(span) = spans::span(op, tool, attributes, &self.scope)
+            && let Some(span) = spans::span(op, instruments::tool_name(op), attributes, &self.scope)
         {
             q.push(span);
         }

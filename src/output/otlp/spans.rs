@@ -165,3 +165,47 @@ async fn export<E: SpanExporter>(
         counters.dropped("export_failed", n);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::{FailureReason, ProbeKind, trace};
+    use crate::state::testing::{failed, spec};
+
+    fn status() -> crate::state::snapshot::ServerStatus {
+        crate::state::evidence::Tracker::new(&spec("a"), tokio::time::Instant::now())
+            .status()
+            .clone()
+    }
+
+    #[test]
+    fn a_sampled_probe_s_span_has_the_ids_it_sent_and_its_outcome() {
+        let st = status();
+        let mut outcome = failed(ProbeKind::HealthCheck, FailureReason::Timeout);
+        let mut t = trace::new();
+        t.sampled = true;
+        outcome.trace = Some(t.clone());
+        let op = Operation {
+            status: &st,
+            peer: None,
+            health_tool: "health_check",
+            outcome: &outcome,
+        };
+        let scope = InstrumentationScope::builder("mcpmon").build();
+        let s = span(&op, Some("health_check"), vec![], &scope).expect("sampled");
+        assert_eq!(s.span_context.trace_id().to_string(), t.trace_id);
+        assert_eq!(s.span_context.span_id().to_string(), t.span_id);
+        assert_eq!(s.name, "tools/call health_check");
+        assert_eq!(s.span_kind, SpanKind::Client);
+        assert_eq!(s.status, Status::error("timeout"));
+        assert_eq!(s.end_time, t.started + outcome.duration);
+
+        let mut unsampled = outcome.clone();
+        unsampled.trace.as_mut().expect("trace").sampled = false;
+        let op = Operation {
+            outcome: &unsampled,
+            ..op
+        };
+        assert!(span(&op, None, vec![], &scope).is_none(), "not sampled");
+    }
+}
