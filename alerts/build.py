@@ -118,6 +118,8 @@ class Mixin:
         degraded = m("mcpmon_server_state", 'state="degraded"')
         static_token = m("mcpmon_auth_token_expiry_timestamp_seconds", 'refreshable="false"')
         no_health_tool = m("mcpmon_server_info", 'health_check="false"')
+        otlp_failed = m("mcpmon_otlp_exports_total", 'result="failed"')
+        otlp_ok = m("mcpmon_otlp_exports_total", 'result="ok"')
         reason = ("{{ with printf \"mcpmon_server_reason{server='%s'}\" $labels.server | query }}"
                   "{{ . | first | label \"reason\" }}{{ end }}")
         servers = [
@@ -222,6 +224,14 @@ class Mixin:
                   "The last configuration reload failed; mcpmon keeps running the previous configuration. "
                   "Run `mcpmon check-config` on the file to see every error.",
                   self.runbook("mcpmonconfigreloadfailed"), "5m"),
+            alert("McpmonOtlpExportFailing",
+                  f"sum by (job, instance, signal) (increase({otlp_failed}[15m])) > 0\n"
+                  f"unless sum by (job, instance, signal) (increase({otlp_ok}[15m])) > 0",
+                  "warning",
+                  "mcpmon {{ $labels.instance }} cannot push {{ $labels.signal }} over OTLP",
+                  "Every OTLP {{ $labels.signal }} push in 15 minutes failed; probing goes on and /metrics is unaffected, "
+                  "but the OTLP backend sees nothing new.",
+                  self.runbook("mcpmonotlpexportfailing"), "15m"),
             alert("McpmonDiscoveryFailing",
                   f"increase({m('mcpmon_sd_refresh_failures_total')}[15m]) > 0",
                   "warning",

@@ -271,57 +271,45 @@ fn built(e: opentelemetry_otlp::ExporterBuildError) -> OtlpError {
     OtlpError::Build(e.to_string())
 }
 
-fn metric_exporter(cfg: &OtlpConfig) -> Result<opentelemetry_otlp::MetricExporter, OtlpError> {
-    let b = opentelemetry_otlp::MetricExporter::builder().with_temporality(Temporality::Cumulative);
-    match cfg.protocol {
-        Protocol::HttpProtobuf => b
-            .with_http()
-            .with_endpoint(&cfg.metrics_endpoint)
-            .with_timeout(cfg.timeout)
-            .with_headers(header_map(cfg))
-            .with_http_client(http_client(cfg)?)
-            .build(),
-        Protocol::Grpc => {
-            let b = b
-                .with_tonic()
-                .with_endpoint(&cfg.metrics_endpoint)
+/// One exporter builder (metrics' or spans') set up for `endpoint` over
+/// the configured protocol, headers, timeout and TLS, then built.
+macro_rules! exporter {
+    ($builder:expr, $cfg:expr, $endpoint:expr) => {{
+        let (cfg, endpoint): (&OtlpConfig, &str) = ($cfg, $endpoint);
+        match cfg.protocol {
+            Protocol::HttpProtobuf => $builder
+                .with_http()
+                .with_endpoint(endpoint)
                 .with_timeout(cfg.timeout)
-                .with_metadata(metadata(cfg));
-            match grpc_tls(cfg, &cfg.metrics_endpoint)? {
-                Some(tls) => b.with_tls_config(tls).build(),
-                None => b.build(),
+                .with_headers(header_map(cfg))
+                .with_http_client(http_client(cfg)?)
+                .build(),
+            Protocol::Grpc => {
+                let b = $builder
+                    .with_tonic()
+                    .with_endpoint(endpoint)
+                    .with_timeout(cfg.timeout)
+                    .with_metadata(metadata(cfg));
+                match grpc_tls(cfg, endpoint)? {
+                    Some(tls) => b.with_tls_config(tls).build(),
+                    None => b.build(),
+                }
             }
         }
-    }
-    .map_err(built)
+        .map_err(built)
+    }};
+}
+
+fn metric_exporter(cfg: &OtlpConfig) -> Result<opentelemetry_otlp::MetricExporter, OtlpError> {
+    let b = opentelemetry_otlp::MetricExporter::builder().with_temporality(Temporality::Cumulative);
+    exporter!(b, cfg, &cfg.metrics_endpoint)
 }
 
 fn span_exporter(
     cfg: &OtlpConfig,
     endpoint: &str,
 ) -> Result<opentelemetry_otlp::SpanExporter, OtlpError> {
-    let b = opentelemetry_otlp::SpanExporter::builder();
-    match cfg.protocol {
-        Protocol::HttpProtobuf => b
-            .with_http()
-            .with_endpoint(endpoint)
-            .with_timeout(cfg.timeout)
-            .with_headers(header_map(cfg))
-            .with_http_client(http_client(cfg)?)
-            .build(),
-        Protocol::Grpc => {
-            let b = b
-                .with_tonic()
-                .with_endpoint(endpoint)
-                .with_timeout(cfg.timeout)
-                .with_metadata(metadata(cfg));
-            match grpc_tls(cfg, endpoint)? {
-                Some(tls) => b.with_tls_config(tls).build(),
-                None => b.build(),
-            }
-        }
-    }
-    .map_err(built)
+    exporter!(opentelemetry_otlp::SpanExporter::builder(), cfg, endpoint)
 }
 
 /// The metrics exporter as the SDK's reader thread drives it: each export

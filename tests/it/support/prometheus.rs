@@ -62,19 +62,7 @@ impl Prometheus {
             "{}",
             String::from_utf8_lossy(&check.stderr)
         );
-        let port = free_port();
-        let child = std::process::Command::new(which("prometheus"))
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn prometheus");
-        Self::ready(child, port, dir).await
+        Self::spawn("prometheus", &config, &[], dir).await
     }
 
     /// A current Prometheus (3.x, `.ci/setup` builds it as `prometheus3`)
@@ -83,20 +71,7 @@ impl Prometheus {
         let dir = tempfile::tempdir().expect("tempdir");
         let config = dir.path().join("prometheus.yml");
         std::fs::write(&config, "global:\n  scrape_interval: 1s\n").expect("write");
-        let port = free_port();
-        let child = std::process::Command::new(which("prometheus3"))
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--web.enable-otlp-receiver")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn prometheus3");
-        Self::ready(child, port, dir).await
+        Self::spawn("prometheus3", &config, &["--web.enable-otlp-receiver"], dir).await
     }
 
     /// Its base URL.
@@ -104,7 +79,26 @@ impl Prometheus {
         &self.base
     }
 
-    async fn ready(child: std::process::Child, port: u16, dir: tempfile::TempDir) -> Prometheus {
+    /// `program` on `config` and a free port, its data in `dir`; once ready.
+    async fn spawn(
+        program: &'static str,
+        config: &std::path::Path,
+        extra: &[&str],
+        dir: tempfile::TempDir,
+    ) -> Prometheus {
+        let port = free_port();
+        let child = std::process::Command::new(which(program))
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {program}: {e}"));
         let p = Prometheus {
             child,
             base: format!("http://127.0.0.1:{port}"),
