@@ -48,8 +48,9 @@ pub struct OtlpFlags {
         requires = "cert_file"
     )]
     pub key_file: Option<PathBuf>,
-    /// Share of probes whose spans are exported, 0 to 1 (default 0: no
-    /// spans). Sampled probes send the sampled flag in their `traceparent`.
+    /// Share of probes whose spans are exported, 0 to 1 (OTEL_TRACES_SAMPLER
+    /// and OTEL_TRACES_SAMPLER_ARG; default 0: no spans). Sampled probes
+    /// send the sampled flag in their `traceparent`.
     #[arg(long = "otlp.traces.sample-ratio", value_name = "RATIO")]
     pub sample_ratio: Option<f64>,
     /// Most finished spans waiting for export; more are dropped and counted.
@@ -161,6 +162,10 @@ pub fn resolve(
             .or_else(|| env(own))
             .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT").map(base))
     };
+    // The SDK's off switch, as every OpenTelemetry SDK honours it.
+    if env("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+        return Ok(None);
+    }
     let Some(metrics_endpoint) = signal("v1/metrics", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") else {
         return Ok(None);
     };
@@ -171,7 +176,10 @@ pub fn resolve(
             format!("the metrics endpoint {metrics_endpoint:?}: {e}"),
         )
     })?;
-    let sample_ratio = flags.sample_ratio.unwrap_or(0.0);
+    let sample_ratio = match flags.sample_ratio {
+        Some(r) => r,
+        None => sampler(env("OTEL_TRACES_SAMPLER"), env("OTEL_TRACES_SAMPLER_ARG"))?,
+    };
     if !(0.0..=1.0).contains(&sample_ratio) {
         return Err(invalid(
             "--otlp.traces.sample-ratio",
@@ -218,6 +226,30 @@ pub fn resolve(
         sample_ratio,
         queue_size: flags.queue_size.max(1),
     }))
+}
+
+/// The share of probes sampled by `OTEL_TRACES_SAMPLER` (and its
+/// argument): the ratio samplers take their argument (default 1), the
+/// always samplers 1 or 0, nothing set 0. mcpmon's spans are roots, so a
+/// parent-based sampler reads as its root sampler.
+fn sampler(name: Option<String>, arg: Option<String>) -> Result<f64, OtlpError> {
+    let ratio = || -> Result<f64, OtlpError> {
+        arg.as_deref().map_or(Ok(1.0), |a| {
+            a.trim()
+                .parse::<f64>()
+                .map_err(|_| invalid("OTEL_TRACES_SAMPLER_ARG", format!("{a:?} is not a ratio")))
+        })
+    };
+    match name.as_deref().map(str::trim) {
+        None => Ok(0.0),
+        Some("always_on" | "parentbased_always_on") => Ok(1.0),
+        Some("always_off" | "parentbased_always_off") => Ok(0.0),
+        Some("traceidratio" | "parentbased_traceidratio") => ratio(),
+        Some(other) => Err(invalid(
+            "OTEL_TRACES_SAMPLER",
+            format!("sampler {other:?} is not offered; use always_on, always_off or traceidratio"),
+        )),
+    }
 }
 
 /// Flag headers (`NAME=VALUE`) after the variable's (`k1=v1,k2=v2`), so a
@@ -345,6 +377,48 @@ mod tests {
         assert_eq!(names, [("x-tenant", "a"), ("authorization", "Bearer flag")]);
         assert_eq!(c.interval, Duration::from_secs(5));
         assert_eq!(c.timeout, Duration::from_secs(5), "capped at the interval");
+    }
+
+    #[test]
+    fn the_sdk_switch_and_samplers_are_honoured() {
+        let on = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318");
+        let got = |vars: &[(&str, &str)]| resolve(&OtlpFlags::default(), env(vars)).expect("valid");
+        assert!(got(&[on, ("OTEL_SDK_DISABLED", "true")]).is_none());
+        let ratio = |vars: &[(&str, &str)]| got(vars).expect("on").sample_ratio;
+        assert_eq!(ratio(&[on]), 0.0, "no spans unless asked");
+        assert_eq!(ratio(&[on, ("OTEL_TRACES_SAMPLER", "always_on")]), 1.0);
+        assert_eq!(
+            ratio(&[
+                on,
+                ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+                ("OTEL_TRACES_SAMPLER_ARG", "0.25")
+            ]),
+            0.25
+        );
+        let c = got(&[on, ("OTEL_TRACES_SAMPLER", "always_on")]).expect("on");
+        assert_eq!(
+            c.traces_endpoint.as_deref(),
+            Some("http://c:4318/v1/traces")
+        );
+        let flag = OtlpFlags {
+            sample_ratio: Some(0.0),
+            ..OtlpFlags::default()
+        };
+        let c = resolve(&flag, env(&[on, ("OTEL_TRACES_SAMPLER", "always_on")]));
+        assert_eq!(
+            c.expect("valid").expect("on").sample_ratio,
+            0.0,
+            "the flag wins"
+        );
+        let e = resolve(
+            &OtlpFlags::default(),
+            env(&[on, ("OTEL_TRACES_SAMPLER", "jaeger_remote")]),
+        );
+        assert!(
+            e.expect_err("refused")
+                .to_string()
+                .starts_with("OTEL_TRACES_SAMPLER: ")
+        );
     }
 
     #[test]
