@@ -328,22 +328,22 @@ async fn a_receiver_that_is_down_or_stalls_costs_bounded_memory_and_no_probe_del
         ];
         let mon = Binary::start(&cfg, &args).await;
         settled(&mon, None).await;
-        let probes = |m: &str| -> f64 {
-            ["billing", "inventory", "search"]
-                .iter()
-                .filter_map(|id| {
-                    metric(
-                        m,
-                        &format!(r#"mcpmon_probes_total{{probe="discover",server="{id}"}}"#),
-                    )
-                    .or_else(|| {
-                        metric(
-                            m,
-                            &format!(r#"mcpmon_probes_total{{probe="ping",server="{id}"}}"#),
-                        )
+        // Liveness answers of all three servers: (within 0.5 s, all).
+        let pings = |m: &str| -> (f64, f64) {
+            let sum = |suffix: &str| -> f64 {
+                ["billing", "inventory", "search"]
+                    .iter()
+                    .filter_map(|id| {
+                        let series =
+                            format!("mcpmon_ping_duration_seconds_{suffix}").replace("{id}", id);
+                        metric(m, &series)
                     })
-                })
-                .sum()
+                    .sum()
+            };
+            (
+                sum(r#"bucket{server="{id}",le="0.5"}"#),
+                sum(r#"count{server="{id}"}"#),
+            )
         };
         let (_, before) = mon.get("/metrics").await;
         let rss_before = rss_kib(mon.pid());
@@ -377,18 +377,20 @@ async fn a_receiver_that_is_down_or_stalls_costs_bounded_memory_and_no_probe_del
         }
         let (_, after) = mon.get("/metrics").await;
         let elapsed = window.elapsed();
-        // Every server keeps its liveness schedule (400 ms) while exports fail.
-        let sent = probes(&after) - probes(&before);
+        // Every server keeps its liveness schedule (400 ms) while exports
+        // fail, and its answers stay prompt: a push that held probing up
+        // would show as pings late by the export timeout (1 s).
+        let ((fast0, all0), (fast1, all1)) = (pings(&before), pings(&after));
+        let (fast, answered) = (fast1 - fast0, all1 - all0);
         let expected = 3.0 * elapsed.as_secs_f64() / PING_INTERVAL.as_secs_f64();
         assert!(
-            sent >= 0.7 * expected,
-            "{what}: {sent} liveness probes in {elapsed:?}, expected about {expected}"
+            answered >= 0.7 * expected,
+            "{what}: {answered} liveness answers in {elapsed:?}, expected about {expected}"
         );
-        for id in ["billing", "inventory", "search"] {
-            let (_, v) = mon.server(id).await;
-            let ms = v["response_time_ms"].as_f64().unwrap_or(f64::MAX);
-            assert!(ms < 250.0, "{what}: {id} answers in {ms} ms: {v}");
-        }
+        assert!(
+            fast >= 0.9 * answered,
+            "{what}: only {fast} of {answered} answers within 0.5 s"
+        );
         let grown = rss_kib(mon.pid()).saturating_sub(rss_before);
         assert!(
             grown < 32 * 1024,
