@@ -97,6 +97,7 @@ pub fn metrics(data: &[u8]) {
         duration: std::time::Duration::from_millis(3),
         result: Ok(Answer::Health(report)),
         trace: None,
+        conditions: Vec::new(),
     };
     let probe = Observation::Probe {
         outcome,

@@ -207,6 +207,7 @@ async fn call(
         duration: took,
         result,
         trace: None,
+        conditions: Vec::new(),
     };
     (said, outcome)
 }

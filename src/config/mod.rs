@@ -5,6 +5,7 @@
 //! `file:line:column`. Nothing here starts tasks or touches the network.
 
 pub mod clients;
+pub mod condition;
 mod diff;
 mod positions;
 mod raw;
@@ -275,6 +276,8 @@ pub struct ToolProbe {
     pub request_timeout: Duration,
     /// Deadline that progress never extends.
     pub max_request_timeout: Duration,
+    /// What its answer must satisfy.
+    pub conditions: Vec<condition::Condition>,
 }
 
 /// How to reach one server.
@@ -355,6 +358,8 @@ pub struct ServerSpec {
     pub expanded: Vec<Secret>,
     /// Tools the server must list (`tools_missing` otherwise).
     pub expected_tools: Vec<String>,
+    /// Conditions on the health report and on the tool list.
+    pub conditions: Vec<condition::Condition>,
     /// The operator's labels, as written, with the Prometheus label name
     /// each is exported under (`label_` and the name sanitised), sorted by
     /// that name.

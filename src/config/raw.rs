@@ -154,6 +154,12 @@ pub(super) struct ServerFile {
     /// Tools the server must list; any missing makes it degraded.
     #[serde(default)]
     pub(super) expected_tools: Vec<String>,
+    /// Conditions on the health check's report.
+    #[serde(default)]
+    pub(super) health_check_conditions: Vec<ConditionFile>,
+    /// Conditions on the tool list.
+    #[serde(default)]
+    pub(super) tools_conditions: Vec<ConditionFile>,
     /// Labels of the operator's (team, env…), exported on `mcpmon_server_labels`.
     #[serde(default)]
     pub(super) labels: BTreeMap<String, String>,
@@ -183,6 +189,18 @@ pub(super) struct ToolProbeFile {
     pub(super) interval: Dur,
     pub(super) request_timeout: Option<Dur>,
     pub(super) max_request_timeout: Option<Dur>,
+    #[serde(default)]
+    pub(super) conditions: Vec<ConditionFile>,
+}
+
+/// One condition as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ConditionFile {
+    pub(super) name: String,
+    pub(super) expr: String,
+    #[serde(default)]
+    pub(super) severity: super::condition::Severity,
 }
 
 // serde cannot combine `flatten` with `deny_unknown_fields`, so a server's

@@ -25,6 +25,8 @@ pub struct HealthCheckSpec<'a> {
     pub arguments: &'a BTreeMap<String, Value>,
     /// Most numeric fields kept.
     pub max_fields: usize,
+    /// The server's conditions (those on the report are evaluated).
+    pub conditions: &'a [crate::config::condition::Condition],
 }
 
 impl<'a> HealthCheckSpec<'a> {
@@ -34,8 +36,40 @@ impl<'a> HealthCheckSpec<'a> {
             tool: &s.health_check_tool,
             arguments: &s.health_check_arguments,
             max_fields: s.health_check_max_fields,
+            conditions: &[],
         }
     }
+
+    /// The same, with the server's conditions.
+    pub fn with_conditions(self, conditions: &'a [crate::config::condition::Condition]) -> Self {
+        HealthCheckSpec { conditions, ..self }
+    }
+}
+
+/// The report's conditions: `report` is the structured content, or the
+/// first text block parsed as JSON.
+async fn report_conditions(
+    conditions: &[crate::config::condition::Condition],
+    result: &crate::transport::CallToolResult,
+    took: Duration,
+) -> Vec<super::conditions::Checked> {
+    use crate::config::condition::Subject;
+    if !conditions
+        .iter()
+        .any(|c| c.subject == Subject::HealthReport)
+    {
+        return Vec::new();
+    }
+    let mut r = super::conditions::tool_result(result);
+    let report = match r["structuredContent"].take() {
+        Value::Null => r["json"].take(),
+        structured => structured,
+    };
+    let vars = super::conditions::Vars {
+        json: vec![("report", report)],
+        duration: Some(took),
+    };
+    super::conditions::check(conditions, Subject::HealthReport, vars).await
 }
 
 /// Call the health tool under `deadline` and read its answer.
@@ -54,8 +88,12 @@ pub async fn run(
         progress_resets: false,
         traceparent: Some(trace.traceparent.clone()),
     };
+    let mut checked = Vec::new();
     let result = match session.call_tool(call).await {
         Ok(result) => {
+            if result.is_error != Some(true) {
+                checked = report_conditions(spec.conditions, &result, start.elapsed()).await;
+            }
             let texts: Vec<&str> = result
                 .content
                 .iter()
@@ -75,7 +113,8 @@ pub async fn run(
         tool: None,
         duration: start.elapsed(),
         result,
-        trace: Some(trace),
+        trace: Some(Box::new(trace)),
+        conditions: checked,
     }
 }
 

@@ -33,6 +33,7 @@ pub async fn run(session: &dyn Session, deadline: Duration) -> ProbeOutcome {
         result: r
             .map(|_| Answer::Alive)
             .map_err(|e| Failure::from_request(&e)),
-        trace: Some(trace),
+        trace: Some(Box::new(trace)),
+        conditions: Vec::new(),
     }
 }

@@ -9,6 +9,7 @@
 //!
 //! This layer imports only [`crate::transport`] and [`crate::config`].
 
+pub mod conditions;
 pub mod health_check;
 pub mod liveness;
 pub mod tool;
@@ -203,7 +204,9 @@ pub struct ProbeOutcome {
     /// What it said, or how it failed.
     pub result: Result<Answer, Failure>,
     /// The trace it was sent under (its span's ids), if it had one.
-    pub trace: Option<trace::Trace>,
+    pub trace: Option<Box<trace::Trace>>,
+    /// Its conditions' outcomes (none unless configured and answered).
+    pub conditions: Vec<conditions::Checked>,
 }
 
 impl ProbeOutcome {

@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::conditions::{self, Vars};
 use super::{Answer, Failure, ProbeKind, ProbeOutcome};
 use crate::config::ToolProbe;
+use crate::config::condition::Subject;
 use crate::transport::{Session, ToolCall};
 
 /// Call `spec.tool`. `deadline` is the request (idle) timeout; the cap is
@@ -25,9 +27,17 @@ pub async fn run(session: &dyn Session, spec: &ToolProbe, deadline: Duration) ->
         progress_resets: true,
         traceparent: Some(trace.traceparent.clone()),
     };
+    let mut conditions = Vec::new();
     let result = match session.call_tool(call).await {
         Ok(r) if r.is_error == Some(true) => Err(Failure::tool_error().traced(&trace.trace_id)),
-        Ok(_) => Ok(Answer::Alive),
+        Ok(r) => {
+            let vars = Vars {
+                json: vec![("result", conditions::tool_result(&r))],
+                duration: Some(start.elapsed()),
+            };
+            conditions = conditions::check(&spec.conditions, Subject::ToolResult, vars).await;
+            Ok(Answer::Alive)
+        }
         Err(e) => Err(Failure::from_tool_call(&e).traced(&trace.trace_id)),
     };
     ProbeOutcome {
@@ -35,6 +45,7 @@ pub async fn run(session: &dyn Session, spec: &ToolProbe, deadline: Duration) ->
         tool: Some(Arc::from(spec.tool.as_str())),
         duration: start.elapsed(),
         result,
-        trace: Some(trace),
+        trace: Some(Box::new(trace)),
+        conditions,
     }
 }

@@ -80,6 +80,8 @@ pub struct Tracker {
     surface: Option<ToolSurface>,
     /// From the config.
     expected_tools: Vec<String>,
+    /// Each condition's latest outcome.
+    conditions: super::conditions::Conditions,
     /// This server's secrets.
     scrubber: Arc<crate::redact::Scrubber>,
 }
@@ -139,6 +141,7 @@ impl Tracker {
             problems: Problems::default(),
             surface: None,
             expected_tools: spec.expected_tools.clone(),
+            conditions: Default::default(),
             scrubber: spec.scrubber.clone(),
         }
     }
@@ -279,6 +282,7 @@ impl Tracker {
             return self.evaluate(now);
         }
         self.throttled = false;
+        self.conditions.record(&o.conditions);
         if o.kind.is_liveness() {
             self.liveness(o, was_late, timed_out, now);
         } else {
@@ -352,6 +356,16 @@ impl Tracker {
             failed: self.health_check_failed,
             at: SystemTime::now(),
         });
+    }
+
+    /// The tool list's conditions were evaluated.
+    pub fn conditions_checked(
+        &mut self,
+        checked: &[crate::probe::conditions::Checked],
+        now: Instant,
+    ) -> Option<Transition> {
+        self.conditions.record(checked);
+        self.evaluate(now)
     }
 
     /// A sign of life that is not an answer: a progress notification.
@@ -442,6 +456,7 @@ impl Tracker {
                 "expected tools missing: {}",
                 self.status.tools_missing.join(", ")
             ),
+            Reason::ConditionFailed => self.scrub(&self.conditions.detail()),
             Reason::HealthCheckDegraded => "health_check said degraded".to_owned(),
             Reason::HealthCheckUnhealthy => "health_check said unhealthy".to_owned(),
             Reason::HealthCheckFailed | Reason::HealthCheckUnreadable => p.health.clone(),
@@ -483,6 +498,7 @@ impl Tracker {
             health_check_failed: self.health_check_failed,
             throttled: self.throttled,
             tools_missing: !self.status.tools_missing.is_empty(),
+            condition_failed: self.conditions.worst(),
         }
     }
 

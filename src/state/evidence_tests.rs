@@ -303,6 +303,7 @@ fn health_reports_failures_and_timeouts_are_told_apart() {
             is_error: false,
         })),
         trace: None,
+        conditions: Vec::new(),
     };
     let mut t = Tracker::new(&spec("a"), t0);
     open(&mut t, t0);
@@ -460,6 +461,7 @@ fn the_detail_of_a_problem_survives_the_fall_count() {
             code: None,
         }),
         trace: None,
+        conditions: Vec::new(),
     };
     t.probe(&err("HTTP 502"), false, t0);
     assert_eq!(t.status().detail, "", "still published ok");

@@ -5,6 +5,7 @@
 //! `/health/*` and the status page all render from.
 //!
 //! - [`verdict`]: the pure judgment (window, thresholds, hysteresis).
+//! - [`conditions`]: the latest outcome of each condition users wrote.
 //! - [`evidence`]: per-server evidence turned into verdict input, status and timeline.
 //! - [`series`]: per-server counters and histograms, as data.
 //! - [`owner`]: the task that applies messages and publishes snapshots.
@@ -13,6 +14,7 @@
 //! This layer imports config, transport and probe types, never outputs or
 //! supervisors.
 
+pub mod conditions;
 pub mod evidence;
 pub mod operations;
 pub mod owner;
@@ -127,6 +129,8 @@ pub enum Observation {
     Credentials(Option<crate::transport::Credentials>),
     /// Progress notifications collected from the session.
     Progress(Progress),
+    /// The tool list's conditions, evaluated on a new listing.
+    Checked(Vec<crate::probe::conditions::Checked>),
     /// Nothing new; judge again (time passing can make a server stuck).
     Tick,
 }

@@ -133,6 +133,7 @@ impl Entry {
                 t.probe(&outcome, was_late, now)
             }
             Observation::Process(sample) => t.process(&sample, now),
+            Observation::Checked(checked) => t.conditions_checked(&checked, now),
             Observation::Progress(p) => {
                 if p.count != self.progress_seen {
                     self.progress_seen = p.count;

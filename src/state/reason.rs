@@ -112,6 +112,9 @@ pub enum Reason {
     Throttled,
     /// A tool named in `expected_tools` is not listed.
     ToolsMissing,
+    /// A condition the operator wrote does not hold (a tool's result, the
+    /// health report, or the tool list).
+    ConditionFailed,
     /// The server sent requests faster than a client can be asked to serve
     /// them; the session was dropped.
     RequestFlood,

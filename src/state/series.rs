@@ -168,6 +168,8 @@ pub struct Series {
     pub tools_changes: u64,
     /// Listed tools that break the spec's rules.
     pub tools_invalid: usize,
+    /// Evaluations of a condition that did not hold, by condition name.
+    pub condition_failures: Counters<std::sync::Arc<str>>,
 }
 
 impl Series {
@@ -235,8 +237,10 @@ impl Series {
             }
             Observation::Probe { outcome, was_late } => {
                 self.probe(outcome, *was_late);
+                self.conditions(&outcome.conditions);
                 self.last_check = now();
             }
+            Observation::Checked(checked) => self.conditions(checked),
             Observation::Credentials(c) => {
                 self.token_expiry = c.map(|c| {
                     let at = c
@@ -259,6 +263,12 @@ impl Series {
                 }
             }
             Observation::Tick => {}
+        }
+    }
+
+    fn conditions(&mut self, checked: &[crate::probe::conditions::Checked]) {
+        for c in checked.iter().filter(|c| c.failure.is_some()) {
+            self.condition_failures.inc(c.name.clone());
         }
     }
 

@@ -27,6 +27,7 @@ pub fn spec(id: &str) -> ServerSpec {
         tool_probes: vec![],
         expanded: vec![],
         expected_tools: vec![],
+        conditions: vec![],
         labels: vec![],
         trust: crate::config::Trust::Local,
         scrubber: Default::default(),
@@ -41,6 +42,7 @@ pub fn answered(kind: ProbeKind, ms: u64) -> ProbeOutcome {
         duration: Duration::from_millis(ms),
         result: Ok(Answer::Alive),
         trace: None,
+        conditions: Vec::new(),
     }
 }
 
@@ -59,6 +61,7 @@ pub fn failed(kind: ProbeKind, reason: FailureReason) -> ProbeOutcome {
             code: None,
         }),
         trace: None,
+        conditions: Vec::new(),
     }
 }
 

@@ -221,6 +221,8 @@ pub struct Evidence {
     pub throttled: bool,
     /// A tool in `expected_tools` is missing from the latest listing.
     pub tools_missing: bool,
+    /// The worst state a failing condition asks for, if one fails.
+    pub condition_failed: Option<State>,
 }
 
 /// A proposed state and why; `definitive` skips hysteresis.
@@ -329,6 +331,9 @@ pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
     }
     if e.tools_missing {
         j = j.worst(Judgement::new(State::Degraded, Reason::ToolsMissing));
+    }
+    if let Some(state) = e.condition_failed {
+        j = j.worst(Judgement::new(state, Reason::ConditionFailed));
     }
     let w = &e.window;
     if let (Some(median), Some(latest)) = (w.median_latency, w.latest_latency) {

@@ -29,6 +29,7 @@ fn healthy_evidence() -> Evidence {
         health_check_failed: false,
         throttled: false,
         tools_missing: false,
+        condition_failed: None,
     }
 }
 
@@ -56,6 +57,23 @@ fn a_missing_expected_tool_is_degraded() {
     let mut e = healthy_evidence();
     e.tools_missing = true;
     assert_eq!(judged(e), (State::Degraded, Reason::ToolsMissing, false));
+}
+
+#[test]
+fn a_failed_condition_is_as_bad_as_its_severity_and_a_dead_link_still_wins() {
+    let mut e = healthy_evidence();
+    e.condition_failed = Some(State::Degraded);
+    assert_eq!(judged(e), (State::Degraded, Reason::ConditionFailed, false));
+    e.condition_failed = Some(State::Unhealthy);
+    assert_eq!(
+        judged(e),
+        (State::Unhealthy, Reason::ConditionFailed, false)
+    );
+    // The server's own word of the same severity comes first.
+    e.reported = Some(Reported::Unhealthy);
+    assert_eq!(judged(e).1, Reason::HealthCheckUnhealthy);
+    e.link = Link::Down(Reason::Exited);
+    assert_eq!(judged(e), (State::Unhealthy, Reason::Exited, true));
 }
 
 #[test]

@@ -163,6 +163,10 @@ impl Supervisor {
         let tool = &self.spec.settings.health_check_tool;
         let has_health = tools.as_ref().is_some_and(|t| t.names().any(|n| n == tool));
         let ttl = tools.as_ref().and_then(|t| t.ttl);
+        let checked = match &tools {
+            Some(t) => self.tools_conditions(t).await,
+            None => Vec::new(),
+        };
         self.send(Observation::Opened {
             era: session.era(),
             info: session.info().clone(),
@@ -171,7 +175,24 @@ impl Supervisor {
             health_check: has_health,
         })
         .await;
+        if !checked.is_empty() {
+            self.send(Observation::Checked(checked)).await;
+        }
         (has_health, ttl)
+    }
+
+    /// The tool list's conditions on `tools` (none unless configured).
+    async fn tools_conditions(&self, tools: &ToolSurface) -> Vec<probe::conditions::Checked> {
+        use crate::config::condition::Subject;
+        let conditions = &self.spec.conditions;
+        if !conditions.iter().any(|c| c.subject == Subject::Tools) {
+            return Vec::new();
+        }
+        let vars = probe::conditions::Vars {
+            json: vec![("tools", probe::conditions::tools(tools))],
+            duration: None,
+        };
+        probe::conditions::check(conditions, Subject::Tools, vars).await
     }
 
     async fn probe_loop(
@@ -185,7 +206,7 @@ impl Supervisor {
         let s = &spec.settings;
         let live_kind = probe::liveness::kind(session.era());
         let mut clock = Clocks::new(s, relist);
-        let hc_spec = HealthCheckSpec::of(s);
+        let hc_spec = HealthCheckSpec::of(s).with_conditions(&spec.conditions);
         let mut ping: Option<InFlight<'_>> = None;
         let mut hc: Option<Running<'_>> = None;
         let mut listing: Option<BoxFuture<'_, _>> = None;
@@ -342,11 +363,15 @@ impl Supervisor {
             Ok(tools) => {
                 clock.relist(relist_after(tools.ttl, s), &self.spec.id);
                 let health_check = tools.names().any(|n| n == s.health_check_tool);
+                let checked = self.tools_conditions(&tools).await;
                 self.send(Observation::Tools {
                     tools,
                     health_check,
                 })
                 .await;
+                if !checked.is_empty() {
+                    self.send(Observation::Checked(checked)).await;
+                }
                 Some(health_check)
             }
             Err(e) => {

@@ -32,7 +32,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use rmcp::model::CallToolResult;
+pub use rmcp::model::CallToolResult;
 use serde::Serialize;
 
 /// A boxed future, as the object-safe [`Session`] trait returns them.

@@ -25,7 +25,15 @@ pub struct ToolInfo {
     pub digest: String,
     /// Why it breaks the spec's rules, if it does.
     pub problem: Option<String>,
+    /// Its title (truncated and defused), for conditions on the list.
+    pub title: Option<String>,
+    /// Its annotations, kept when small ([`MAX_ANNOTATIONS`] as JSON),
+    /// for conditions on the list.
+    pub annotations: Option<Value>,
 }
+
+/// Largest annotations object kept per tool, as JSON bytes.
+pub const MAX_ANNOTATIONS: usize = 1024;
 
 /// Every tool a server lists, sorted by name, and the hash of them all.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -80,6 +88,12 @@ impl Digested {
                 name: truncate(&raw_name, 128),
                 digest: hex(&Sha256::digest(canonical_tool.as_bytes())),
                 problem,
+                title: t["title"].as_str().map(|x| truncate(x, 128)),
+                annotations: t
+                    .get("annotations")
+                    .filter(|a| a.is_object())
+                    .filter(|a| serde_json::to_vec(a).is_ok_and(|b| b.len() <= MAX_ANNOTATIONS))
+                    .cloned(),
             },
             raw_name,
             bytes,

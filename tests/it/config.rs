@@ -33,6 +33,15 @@ const TUNABLES: &str = "`ping_interval`, `ping_timeout`, `connect_timeout`, `req
 fn invalid_files_are_pinned_to_their_messages() {
     let cases: Vec<(&str, Vec<String>)> = vec![
         (
+            "tests/testdata/invalid-condition.yml",
+            vec![
+                "tests/testdata/invalid-condition.yml:9:36: condition \"says-utc\": syntax error at 1:24 of the expression: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}".to_owned(),
+                "tests/testdata/invalid-condition.yml:10:32: condition \"typo\": unknown variable \"reslt\"; a condition here reads result and duration".to_owned(),
+                "tests/testdata/invalid-condition.yml:14:16: condition name \"bad name!\": 1 to 64 of [A-Za-z0-9_.-]".to_owned(),
+                "tests/testdata/invalid-condition.yml:15:16: condition name \"has-tools\" is used twice in this server".to_owned(),
+            ],
+        ),
+        (
             "tests/testdata/invalid-unknown-key.yml",
             vec![format!(
                 "tests/testdata/invalid-unknown-key.yml:3:3: global: unknown field `pign_timeout`, expected one of {TUNABLES}"

@@ -12,6 +12,7 @@ mod busy;
 mod cli;
 mod clients;
 mod compat;
+mod conditions;
 mod config;
 mod faults;
 mod fuzz_regressions;

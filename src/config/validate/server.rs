@@ -1,7 +1,8 @@
 //! One server entry: its id, tunables, tool probes, transport and labels.
 
 use super::*;
-use crate::config::raw::ToolProbeFile;
+use crate::config::condition::{self, Condition, Subject};
+use crate::config::raw::{ConditionFile, ToolProbeFile};
 
 impl Validator<'_> {
     /// One server entry resolved against the global tunables, every
@@ -16,12 +17,23 @@ impl Validator<'_> {
         let expanded_from = self.expanded.len();
         self.check_id(&s.id, at, seen);
         let settings = self.server_settings(&s, global, at);
-        let tool_probes = s
+        let tool_probes: Vec<ToolProbe> = s
             .tool_probes
             .iter()
             .enumerate()
             .map(|(i, tp)| self.tool_probe(tp, &settings, &item(at, "tool_probes", i)))
             .collect();
+        let mut conditions = self.conditions(
+            &s.health_check_conditions,
+            Subject::HealthReport,
+            &under(at, "health_check_conditions"),
+        );
+        conditions.extend(self.conditions(
+            &s.tools_conditions,
+            Subject::Tools,
+            &under(at, "tools_conditions"),
+        ));
+        self.unique_condition_names(&s, at);
         let protocol = if settings.protocol == "auto" {
             Protocol::Auto
         } else {
@@ -47,6 +59,7 @@ impl Validator<'_> {
             tool_probes,
             expanded,
             expected_tools: s.expected_tools,
+            conditions,
             labels,
             trust: self.trust,
             scrubber: Default::default(),
@@ -153,6 +166,99 @@ impl Validator<'_> {
             interval,
             request_timeout,
             max_request_timeout,
+            conditions: self.conditions(
+                &tp.conditions,
+                Subject::ToolResult,
+                &under(p, "conditions"),
+            ),
+        }
+    }
+
+    /// Compile a list of conditions; each error at its expression. An
+    /// entry an HTTP endpoint wrote may not carry any: an expression is
+    /// work mcpmon does, and a remote source has power over nothing but
+    /// its own verdict.
+    fn conditions(
+        &mut self,
+        list: &[ConditionFile],
+        subject: Subject,
+        at: &[Seg],
+    ) -> Vec<Condition> {
+        if list.is_empty() {
+            return Vec::new();
+        }
+        if matches!(self.trust, Trust::Remote { .. }) {
+            self.error(
+                at,
+                "conditions are work mcpmon does on the entry's behalf; an http_sd entry may not carry them"
+                    .to_owned(),
+            );
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (i, c) in list.iter().enumerate() {
+            let mut here = at.to_vec();
+            here.push(Seg::Index(i));
+            if !c
+                .name
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
+                || c.name.is_empty()
+                || c.name.len() > 64
+            {
+                self.error(
+                    &under(&here, "name"),
+                    format!("condition name {:?}: 1 to 64 of [A-Za-z0-9_.-]", c.name),
+                );
+                continue;
+            }
+            match condition::compile(&c.expr, subject) {
+                Ok(expr) => out.push(Condition {
+                    name: c.name.clone(),
+                    expr,
+                    severity: c.severity,
+                    subject,
+                }),
+                Err(e) => self.error(
+                    &under(&here, "expr"),
+                    format!("condition {:?}: {e}", c.name),
+                ),
+            }
+        }
+        out
+    }
+
+    /// Condition names are label values of one server: unique within it.
+    /// Each repeat is reported where it is written.
+    fn unique_condition_names(&mut self, s: &ServerFile, at: &[Seg]) {
+        let mut seen = HashSet::new();
+        let mut lists: Vec<(Vec<Seg>, &[ConditionFile])> = s
+            .tool_probes
+            .iter()
+            .enumerate()
+            .map(|(i, tp)| {
+                (
+                    under(&item(at, "tool_probes", i), "conditions"),
+                    &tp.conditions[..],
+                )
+            })
+            .collect();
+        lists.push((
+            under(at, "health_check_conditions"),
+            &s.health_check_conditions,
+        ));
+        lists.push((under(at, "tools_conditions"), &s.tools_conditions));
+        for (path, list) in lists {
+            for (j, c) in list.iter().enumerate() {
+                if !seen.insert(c.name.as_str()) {
+                    let mut here = path.clone();
+                    here.push(Seg::Index(j));
+                    self.error(
+                        &under(&here, "name"),
+                        format!("condition name {:?} is used twice in this server", c.name),
+                    );
+                }
+            }
         }
     }
 

@@ -59,6 +59,8 @@ families! {
         "Tools in the server's latest listing.";
     ToolsChanges: "counter" "mcpmon_server_tools_changes_total" ["server"]
         "Tool listings whose surface (names, schemas, annotations) differed from the one before.";
+    ConditionFailures: "counter" "mcpmon_condition_failures_total" ["condition", "server"]
+        "Evaluations of a condition the operator wrote that did not hold.";
     ToolsInvalid: "gauge" "mcpmon_server_tools_invalid" ["server"]
         "Listed tools whose name or input schema breaks the spec's rules (a warning, never a verdict).";
     SessionStart: "gauge" "mcpmon_session_start_timestamp_seconds" ["server"]

@@ -120,6 +120,13 @@ fn counters(server: (&str, &str), v: &Series, x: Exposition, w: &mut Writer) {
             w.sample(f, &[("probe", probe.as_str()), server], n);
         }
     }
+    for (condition, n) in &v.condition_failures.0 {
+        w.sample(
+            Family::ConditionFailures,
+            &[("condition", condition), server],
+            *n,
+        );
+    }
     for ((probe, reason), n) in shown(&v.probe_failures, x) {
         let labels = [
             ("probe", probe.as_str()),

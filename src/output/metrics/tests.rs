@@ -73,6 +73,7 @@ fn healthy_for_a_while(o: &mut Owner, id: &str, labels: usize, http: bool) {
                 is_error: false,
             })),
             trace: None,
+            conditions: Vec::new(),
         },
     );
     if http {
@@ -231,6 +232,7 @@ fn histograms_are_cumulative_and_counters_count() {
         interval: Duration::from_secs(60),
         request_timeout: Duration::from_secs(1),
         max_request_timeout: Duration::from_secs(2),
+        conditions: vec![],
     });
     add(&mut o, &s, now);
     event(&mut o, "a", opened(), now);
@@ -261,6 +263,7 @@ fn histograms_are_cumulative_and_counters_count() {
             code: None,
         }),
         trace: None,
+        conditions: Vec::new(),
     };
     event(
         &mut o,
@@ -367,6 +370,7 @@ fn values_from_servers_are_escaped() {
         duration: Duration::from_millis(1),
         result: Ok(Answer::Health(report)),
         trace: None,
+        conditions: Vec::new(),
     };
     event(
         &mut o,

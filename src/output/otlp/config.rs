@@ -130,26 +130,7 @@ pub fn resolve(
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<OtlpConfig>, OtlpError> {
     let env = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-    let protocol = match flags
-        .protocol
-        .clone()
-        .map(|p| ("--otlp.protocol", p))
-        .or_else(|| {
-            env("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")
-                .map(|p| ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", p))
-        })
-        .or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL").map(|p| ("OTEL_EXPORTER_OTLP_PROTOCOL", p)))
-    {
-        None => Protocol::HttpProtobuf,
-        Some((_, p)) if p.trim() == "http/protobuf" => Protocol::HttpProtobuf,
-        Some((_, p)) if p.trim() == "grpc" => Protocol::Grpc,
-        Some((from, p)) => {
-            return Err(invalid(
-                from,
-                format!("protocol {p:?} is not offered; use http/protobuf or grpc"),
-            ));
-        }
-    };
+    let protocol = protocol(flags, &env)?;
     let signal = |path: &str, own: &str| -> Option<String> {
         let base = |b: String| match protocol {
             Protocol::HttpProtobuf => format!("{}/{path}", b.trim_end_matches('/')),
@@ -226,6 +207,32 @@ pub fn resolve(
         sample_ratio,
         queue_size: flags.queue_size.max(1),
     }))
+}
+
+/// The wire protocol: the flag, else the metrics variable, else the
+/// generic one; HTTP/protobuf when none is set.
+fn protocol(
+    flags: &OtlpFlags,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Protocol, OtlpError> {
+    let chosen = flags
+        .protocol
+        .clone()
+        .map(|p| ("--otlp.protocol", p))
+        .or_else(|| {
+            env("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")
+                .map(|p| ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", p))
+        })
+        .or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL").map(|p| ("OTEL_EXPORTER_OTLP_PROTOCOL", p)));
+    match chosen {
+        None => Ok(Protocol::HttpProtobuf),
+        Some((_, p)) if p.trim() == "http/protobuf" => Ok(Protocol::HttpProtobuf),
+        Some((_, p)) if p.trim() == "grpc" => Ok(Protocol::Grpc),
+        Some((from, p)) => Err(invalid(
+            from,
+            format!("protocol {p:?} is not offered; use http/protobuf or grpc"),
+        )),
+    }
 }
 
 /// The share of probes sampled by `OTEL_TRACES_SAMPLER` (and its

@@ -184,7 +184,7 @@ mod tests {
         let mut outcome = failed(ProbeKind::HealthCheck, FailureReason::Timeout);
         let mut t = trace::new();
         t.sampled = true;
-        outcome.trace = Some(t.clone());
+        outcome.trace = Some(Box::new(t.clone()));
         let op = Operation {
             status: &st,
             peer: None,
