@@ -176,6 +176,14 @@ class Mixin:
                 "The static bearer token of {{ $labels.server }} expires in {{ $value | humanizeDuration }} "
                 "and mcpmon cannot renew it; once it does, the server reads unauthenticated.",
                 for_="10m"),
+            self.server_alert(
+                "McpServerTlsCertExpiringSoon",
+                f"({m('mcpmon_server_tls_cert_expiry_timestamp_seconds')} - time()) < 14 * 86400",
+                "warning",
+                "The certificate of {{ $labels.server }} expires within 14 days",
+                "The earliest certificate in the chain {{ $labels.server }} presents expires in "
+                "{{ $value | humanizeDuration }}; once it does, mcpmon (and every client) refuses it (tls_failed).",
+                for_="1h"),
         ]
         fleet = [
             alert("McpFleetBelowQuorum",

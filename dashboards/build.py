@@ -440,6 +440,14 @@ def server():
             description="Needs --metrics.detail.",
         ),
         panel(
+            detail, "stat", "Certificate expires in",
+            [target(f"min(mcpmon_server_tls_cert_expiry_timestamp_seconds{{{sel}}}) - time()", instant=True)],
+            w=6, h=4, fieldConfig={"defaults": {"unit": "s", "thresholds": {"mode": "absolute", "steps": [
+                {"color": "red", "value": None}, {"color": "orange", "value": 0},
+                {"color": "green", "value": 14 * 86400}]}}, "overrides": []},
+            description="HTTPS servers only: time until the earliest certificate in the chain the server presents expires (McpServerTlsCertExpiringSoon fires under 14 days).",
+        ),
+        panel(
             detail, "timeseries", "Health check latency quantiles",
             [
                 target(f"histogram_quantile({q}, sum by (le) (rate(mcpmon_health_check_duration_seconds_bucket{{{sel}}}[$__rate_interval])))", f"p{int(q * 100)}", ref)
@@ -471,7 +479,7 @@ def server():
         ),
     ]
     panels.append({
-        "id": row_id, "type": "row", "title": "Detail (--metrics.detail, --metrics.histograms=classic)",
+        "id": row_id, "type": "row", "title": "Detail (--metrics.detail, --metrics.histograms=classic, HTTPS)",
         "collapsed": True, "gridPos": row_pos, "panels": detail_panels,
     })
     variables = [

@@ -46,24 +46,9 @@ pub enum RunError {
     Otlp(#[from] crate::output::otlp::OtlpError),
 }
 
-/// Idle keep-alive connections kept per host: enough for the pings of
-/// thousands of servers behind one gateway (a ping holds its connection for
-/// well under a millisecond).
-const IDLE_CONNECTIONS_PER_HOST: usize = 32;
-
 /// The shared HTTP client: keep-alive pool, rustls, bounded connect.
 pub fn http_client() -> Result<reqwest::Client, reqwest::Error> {
-    reqwest::Client::builder()
-        .user_agent(concat!("mcpmon/", env!("CARGO_PKG_VERSION")))
-        .connect_timeout(Duration::from_secs(10))
-        .pool_idle_timeout(Duration::from_secs(90))
-        // Servers that share a host (a gateway's paths) share connections:
-        // a burst of handshakes would otherwise leave one idle connection,
-        // and its buffers, per server.
-        .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
-        .tcp_keepalive(Duration::from_secs(30))
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
+    crate::transport::http_client_builder().build()
 }
 
 use crate::output::lifecycle::ReloadRequest;

@@ -311,7 +311,36 @@ pub enum TransportSpec {
         /// OAuth 2.0 client credentials: tokens fetched and refreshed
         /// (boxed: rare, and larger than the rest of the variant).
         oauth2: Option<Box<OAuth2Spec>>,
+        /// TLS settings beyond the defaults (boxed, as rare).
+        tls: Option<Box<TlsSpec>>,
     },
+}
+
+/// TLS to an HTTPS server, in Prometheus's `tls_config` shape.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TlsSpec {
+    /// CA certificates (PEM) to verify the server with, instead of the
+    /// system's.
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate (PEM), with `key_file`.
+    pub cert_file: Option<PathBuf>,
+    /// Client key (PEM), with `cert_file`.
+    pub key_file: Option<PathBuf>,
+    /// The name to ask for (SNI) and verify, instead of the URL's host.
+    pub server_name: Option<String>,
+    /// Accept any certificate (its expiry is still reported).
+    pub insecure_skip_verify: bool,
+    /// The least TLS version.
+    pub min_version: Option<TlsVersion>,
+}
+
+/// A TLS version, as `min_version` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsVersion {
+    /// `TLS12`.
+    Tls12,
+    /// `TLS13`.
+    Tls13,
 }
 
 /// OAuth 2.0 client credentials (RFC 6749 §4.4), as Prometheus's `oauth2:`.

@@ -149,6 +149,8 @@ pub(super) struct ServerFile {
     pub(super) bearer_token_env: Option<String>,
     /// OAuth 2.0 client credentials, in Prometheus's `oauth2:` shape.
     pub(super) oauth2: Option<OAuth2File>,
+    /// TLS, in Prometheus's `tls_config` shape.
+    pub(super) tls: Option<TlsFile>,
     #[serde(default)]
     pub(super) tool_probes: Vec<ToolProbeFile>,
     /// Tools the server must list; any missing makes it degraded.
@@ -165,6 +167,18 @@ pub(super) struct ServerFile {
     pub(super) labels: BTreeMap<String, String>,
     #[serde(flatten)]
     pub(super) tunables: FlatTunables,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TlsFile {
+    pub(super) ca_file: Option<String>,
+    pub(super) cert_file: Option<String>,
+    pub(super) key_file: Option<String>,
+    pub(super) server_name: Option<String>,
+    #[serde(default)]
+    pub(super) insecure_skip_verify: bool,
+    pub(super) min_version: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

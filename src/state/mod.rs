@@ -127,6 +127,9 @@ pub enum Observation {
     },
     /// When the session's credentials expire (sent when it changes).
     Credentials(Option<crate::transport::Credentials>),
+    /// The certificate chain an HTTPS server presented (sent when it
+    /// changes, after a connection attempt).
+    Certificate(crate::transport::tls::PeerCertificate),
     /// Progress notifications collected from the session.
     Progress(Progress),
     /// The tool list's conditions, evaluated on a new listing.

@@ -144,7 +144,8 @@ impl Entry {
             Observation::Connecting { .. }
             | Observation::Closed
             | Observation::Sent(_)
-            | Observation::Credentials(_) => None,
+            | Observation::Credentials(_)
+            | Observation::Certificate(_) => None,
         }
     }
 
@@ -245,6 +246,7 @@ impl Owner {
                 | Observation::Closed
                 | Observation::Sent(_)
                 | Observation::Credentials(_)
+                | Observation::Certificate(_)
         );
         let record = Arc::make_mut(record);
         record.series.record(&obs, record.status.transport);

@@ -168,6 +168,8 @@ pub struct Series {
     pub tools_changes: u64,
     /// Listed tools that break the spec's rules.
     pub tools_invalid: usize,
+    /// Unix time the HTTPS server's presented chain first expires.
+    pub tls_cert_expiry: Option<f64>,
     /// Evaluations of a condition that did not hold, by condition name.
     pub condition_failures: Counters<std::sync::Arc<str>>,
 }
@@ -241,6 +243,10 @@ impl Series {
                 self.last_check = now();
             }
             Observation::Checked(checked) => self.conditions(checked),
+            Observation::Certificate(c) => {
+                let at = c.not_after.duration_since(std::time::UNIX_EPOCH);
+                self.tls_cert_expiry = Some(at.map_or(0.0, |d| d.as_secs_f64()));
+            }
             Observation::Credentials(c) => {
                 self.token_expiry = c.map(|c| {
                     let at = c

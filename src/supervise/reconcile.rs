@@ -51,10 +51,14 @@ impl Supervisors {
     /// `http` (or stdio); supervisors get child tokens of `cancel`.
     pub fn new(http: reqwest::Client, state: mpsc::Sender<Msg>, cancel: CancellationToken) -> Self {
         let connect: MakeConnector = Arc::new(move |spec: &ServerSpec| {
-            Arc::new(McpConnector {
-                spec: spec.clone(),
-                http: http.clone(),
-            }) as Arc<dyn Connector>
+            match McpConnector::new(spec, &http, crate::transport::http_client_builder) {
+                Ok(c) => Arc::new(c) as Arc<dyn Connector>,
+                Err(e) => Arc::new(crate::transport::Refusing(crate::transport::OpenError {
+                    failure: crate::transport::LinkFailure::TlsFailed,
+                    phase: "connect",
+                    detail: e.to_string(),
+                })),
+            }
         });
         Self::with_connector(connect, state, cancel)
     }

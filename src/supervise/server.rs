@@ -76,6 +76,7 @@ impl Supervisor {
         let mut after: Option<Reason> = None;
         let mut era_hint: Option<Era> = None;
         let mut sessions: u64 = 0;
+        let mut last_certificate = None;
         loop {
             self.send(Observation::Connecting { after }).await;
             let (started, opened) = tokio::select! {
@@ -87,6 +88,13 @@ impl Supervisor {
                     (Instant::now(), self.connector.open(era_hint).await)
                 } => r,
             };
+            // Even a refused certificate's date is news.
+            if let Some(c) = self.connector.certificate()
+                && last_certificate != Some(c)
+            {
+                last_certificate = Some(c);
+                self.send(Observation::Certificate(c)).await;
+            }
             let reason = match opened {
                 Err(e) => {
                     let reason = Reason::from(e.failure);

@@ -26,6 +26,7 @@ pub mod reset;
 pub mod rmcp_http;
 pub mod session;
 pub mod sse_events;
+pub mod tls;
 pub mod tools;
 
 use std::future::Future;
@@ -168,6 +169,45 @@ pub trait Connector: Send + Sync {
     /// Spawn or connect and shake hands, within the server's connect
     /// timeout. `hint` is the era the server spoke last time.
     fn open(&self, hint: Option<Era>) -> BoxFuture<'_, Result<Box<dyn Session>, OpenError>>;
+    /// The certificate chain the server last presented, for HTTPS.
+    fn certificate(&self) -> Option<tls::PeerCertificate> {
+        None
+    }
+}
+
+/// Idle keep-alive connections kept per host: enough for the pings of
+/// thousands of servers behind one gateway (a ping holds its connection for
+/// well under a millisecond).
+const IDLE_CONNECTIONS_PER_HOST: usize = 32;
+
+/// The settings of every HTTP client that reaches servers: keep-alive
+/// pool, rustls, bounded connect, no redirects.
+pub fn http_client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .user_agent(concat!("mcpmon/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(Duration::from_secs(10))
+        .pool_idle_timeout(Duration::from_secs(90))
+        // Servers that share a host (a gateway's paths) share connections:
+        // a burst of handshakes would otherwise leave one idle connection,
+        // and its buffers, per server.
+        .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
+        .tcp_keepalive(Duration::from_secs(30))
+        .redirect(reqwest::redirect::Policy::none())
+}
+
+/// A connector whose every attempt fails the same way: a server whose TLS
+/// files went missing after the config was checked.
+pub struct Refusing(pub OpenError);
+
+impl Connector for Refusing {
+    fn open(&self, _hint: Option<Era>) -> BoxFuture<'_, Result<Box<dyn Session>, OpenError>> {
+        let e = OpenError {
+            failure: self.0.failure,
+            phase: self.0.phase,
+            detail: self.0.detail.clone(),
+        };
+        Box::pin(async move { Err(e) })
+    }
 }
 
 /// Text a server sent, bounded and defused (see [`crate::config::defuse`]).

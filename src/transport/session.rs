@@ -189,8 +189,36 @@ pub struct McpSession {
 pub struct McpConnector {
     /// The server.
     pub spec: ServerSpec,
-    /// The shared HTTP client (keep-alive pool).
+    /// The HTTP client: the shared one, or for HTTPS one of its own.
     pub http: reqwest::Client,
+    /// What that client's TLS handshakes saw (HTTPS only).
+    pub seen: Option<super::tls::Seen>,
+}
+
+impl McpConnector {
+    /// A connector for `spec`: over the `shared` client, or for an HTTPS
+    /// server a client of its own built from `base` (the shared client's
+    /// settings), which records the certificates presented.
+    pub fn new(
+        spec: &ServerSpec,
+        shared: &reqwest::Client,
+        base: impl FnOnce() -> reqwest::ClientBuilder,
+    ) -> Result<McpConnector, super::tls::TlsError> {
+        let (http, seen) = match &spec.transport {
+            crate::config::TransportSpec::Http { url, tls, .. } if url.scheme() == "https" => {
+                let default = crate::config::TlsSpec::default();
+                let (client, seen) =
+                    super::tls::client(tls.as_deref().unwrap_or(&default), base())?;
+                (client, Some(seen))
+            }
+            _ => (shared.clone(), None),
+        };
+        Ok(McpConnector {
+            spec: spec.clone(),
+            http,
+            seen,
+        })
+    }
 }
 
 impl Connector for McpConnector {
@@ -199,6 +227,10 @@ impl Connector for McpConnector {
             let s = McpSession::open(&self.spec, &self.http, hint).await?;
             Ok(Box::new(s) as Box<dyn Session>)
         })
+    }
+
+    fn certificate(&self) -> Option<super::tls::PeerCertificate> {
+        self.seen.as_ref().and_then(super::tls::Seen::latest)
     }
 }
 

@@ -33,6 +33,15 @@ const TUNABLES: &str = "`ping_interval`, `ping_timeout`, `connect_timeout`, `req
 fn invalid_files_are_pinned_to_their_messages() {
     let cases: Vec<(&str, Vec<String>)> = vec![
         (
+            "tests/testdata/invalid-tls.yml",
+            vec![
+                "tests/testdata/invalid-tls.yml:5:10: `tls` applies to http servers, not stdio".to_owned(),
+                "tests/testdata/invalid-tls.yml:10:7: `cert_file` and `key_file` go together".to_owned(),
+                "tests/testdata/invalid-tls.yml:10:16: cannot read \"no-such-ca.pem\": No such file or directory (os error 2)".to_owned(),
+                "tests/testdata/invalid-tls.yml:12:20: min_version \"TLS10\": TLS12 or TLS13".to_owned(),
+            ],
+        ),
+        (
             "tests/testdata/invalid-condition.yml",
             vec![
                 "tests/testdata/invalid-condition.yml:9:36: condition \"says-utc\": syntax error at 1:24 of the expression: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}".to_owned(),

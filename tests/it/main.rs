@@ -33,4 +33,5 @@ mod shape;
 mod sharding;
 mod status_page;
 mod third_party;
+mod tls;
 mod web;

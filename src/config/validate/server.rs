@@ -284,6 +284,7 @@ impl Validator<'_> {
                 ("headers", !s.headers.is_empty()),
                 ("bearer_token_env", s.bearer_token_env.is_some()),
                 ("oauth2", s.oauth2.is_some()),
+                ("tls", s.tls.is_some()),
             ],
             "http servers, not stdio",
         );
@@ -405,12 +406,73 @@ impl Validator<'_> {
                     .to_owned(),
             );
         }
+        let tls = s
+            .tls
+            .as_ref()
+            .and_then(|t| self.tls(t, &under(at, "tls")))
+            .map(Box::new);
         Some(TransportSpec::Http {
             url,
             sse,
             headers,
             bearer_token,
             oauth2,
+            tls,
+        })
+    }
+
+    /// A `tls:` block: its files readable, a client certificate with its
+    /// key, a known least version.
+    fn tls(&mut self, t: &super::raw::TlsFile, at: &[Seg]) -> Option<crate::config::TlsSpec> {
+        let mut ok = true;
+        let mut path = |me: &mut Self, key: &str, value: &Option<String>| -> Option<PathBuf> {
+            let v = value.as_ref()?;
+            let here = under(at, key);
+            if !me.local_only(&here, key) {
+                ok = false;
+                return None;
+            }
+            let p = me.base.join(v);
+            if let Err(e) = std::fs::read(&p) {
+                me.error(&here, format!("cannot read {v:?}: {e}"));
+                ok = false;
+            }
+            Some(p)
+        };
+        let ca_file = path(self, "ca_file", &t.ca_file);
+        let cert_file = path(self, "cert_file", &t.cert_file);
+        let key_file = path(self, "key_file", &t.key_file);
+        if cert_file.is_some() != key_file.is_some() {
+            self.error(at, "`cert_file` and `key_file` go together".to_owned());
+            ok = false;
+        }
+        let min_version = match t.min_version.as_deref() {
+            None => None,
+            Some("TLS12") => Some(crate::config::TlsVersion::Tls12),
+            Some("TLS13") => Some(crate::config::TlsVersion::Tls13),
+            Some(other) => {
+                self.error(
+                    &under(at, "min_version"),
+                    format!("min_version {other:?}: TLS12 or TLS13"),
+                );
+                ok = false;
+                None
+            }
+        };
+        if t.insecure_skip_verify {
+            self.warn(
+                &under(at, "insecure_skip_verify"),
+                "insecure_skip_verify: any certificate is accepted, so anyone on the path can answer for this server"
+                    .to_owned(),
+            );
+        }
+        ok.then(|| crate::config::TlsSpec {
+            ca_file,
+            cert_file,
+            key_file,
+            server_name: t.server_name.clone(),
+            insecure_skip_verify: t.insecure_skip_verify,
+            min_version,
         })
     }
 

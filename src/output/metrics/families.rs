@@ -59,6 +59,8 @@ families! {
         "Tools in the server's latest listing.";
     ToolsChanges: "counter" "mcpmon_server_tools_changes_total" ["server"]
         "Tool listings whose surface (names, schemas, annotations) differed from the one before.";
+    TlsCertExpiry: "gauge" "mcpmon_server_tls_cert_expiry_timestamp_seconds" ["server"]
+        "Unix time the earliest certificate in the chain the HTTPS server presented expires.";
     ConditionFailures: "counter" "mcpmon_condition_failures_total" ["condition", "server"]
         "Evaluations of a condition the operator wrote that did not hold.";
     ToolsInvalid: "gauge" "mcpmon_server_tools_invalid" ["server"]

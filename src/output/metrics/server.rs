@@ -99,6 +99,9 @@ fn descriptive(server: (&str, &str), r: &ServerRecord, x: Exposition, w: &mut Wr
             Float(at),
         );
     }
+    if let Some(at) = v.tls_cert_expiry {
+        w.sample(Family::TlsCertExpiry, &[server], Float(at));
+    }
     if let (Some(n), true) = (v.child_rss, x.detail) {
         w.sample(Family::ChildRss, &[server], n);
     }

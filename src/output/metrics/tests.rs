@@ -38,6 +38,7 @@ fn healthy_for_a_while(o: &mut Owner, id: &str, labels: usize, http: bool) {
             headers: vec![],
             bearer_token: None,
             oauth2: None,
+            tls: None,
         };
     }
     s.labels = (0..labels)

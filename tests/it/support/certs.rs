@@ -118,3 +118,70 @@ pub fn client_cert(dir: &Path) -> (PathBuf, Vec<u8>) {
     identity.extend(std::fs::read(dir.join("client.key")).expect("client key"));
     (dir.join("ca.pem"), identity)
 }
+
+/// A self-signed leaf certificate valid from `start` to `end` (openssl's
+/// `YYYYMMDDHHMMSSZ`), for `san` (`DNS:…` or `IP:…`), named `name` in
+/// `dir`: (`name.pem`, the certificate and key in one PEM as HAProxy takes
+/// them). `openssl ca` is the one openssl 3.0 tool that takes both dates,
+/// so an expired certificate can be made as easily as a valid one.
+pub fn dated_cert(dir: &Path, name: &str, san: &str, start: &str, end: &str) -> (PathBuf, PathBuf) {
+    let work = dir.join(format!("{name}-ca"));
+    std::fs::create_dir_all(&work).expect("mkdir");
+    std::fs::write(work.join("index.txt"), "").expect("write");
+    std::fs::write(work.join("serial"), "01\n").expect("write");
+    std::fs::write(
+        work.join("ca.cnf"),
+        format!(
+            "[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\nnew_certs_dir = .\nserial = serial\n\
+             default_md = sha256\npolicy = p\nunique_subject = no\n[p]\ncommonName = supplied\n\
+             [ext]\nbasicConstraints = critical,CA:FALSE\nextendedKeyUsage = serverAuth\nsubjectAltName = {san}\n"
+        ),
+    )
+    .expect("write");
+    openssl(
+        &work,
+        &[
+            "req",
+            "-new",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=mcpmon-test",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "req.csr",
+        ],
+    );
+    openssl(
+        &work,
+        &[
+            "ca",
+            "-batch",
+            "-selfsign",
+            "-config",
+            "ca.cnf",
+            "-extensions",
+            "ext",
+            "-keyfile",
+            "key.pem",
+            "-in",
+            "req.csr",
+            "-out",
+            "cert.pem",
+            "-startdate",
+            start,
+            "-enddate",
+            end,
+            "-notext",
+        ],
+    );
+    let cert = dir.join(format!("{name}.pem"));
+    std::fs::copy(work.join("cert.pem"), &cert).expect("copy");
+    let combined = dir.join(format!("{name}-combined.pem"));
+    let mut pem = std::fs::read(work.join("cert.pem")).expect("cert");
+    pem.extend(std::fs::read(work.join("key.pem")).expect("key"));
+    std::fs::write(&combined, pem).expect("write");
+    (cert, combined)
+}

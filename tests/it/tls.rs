@@ -1,0 +1,99 @@
+//! HTTPS servers behind a real TLS terminator (HAProxy) with certificates
+//! of known dates: a private CA and a server name configured with `tls:`,
+//! the expiry series equal to the certificate's `notAfter`, and an expired
+//! certificate read as unhealthy with its own reason.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+/// 2035-12-31T23:59:59Z and 2020-01-02T00:00:00Z, as Unix time.
+const GOOD_NOT_AFTER: f64 = 2_082_758_399.0;
+const OLD_NOT_AFTER: f64 = 1_577_923_200.0;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_of_known_dates_are_reported_and_an_expired_one_is_unhealthy() {
+    require!(program("haproxy"), program("openssl"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Issued for a name the URL does not have: `server_name` is needed.
+    let (good, good_pem) = dated_cert(
+        dir.path(),
+        "good",
+        "DNS:mcp.internal",
+        "20200101000000Z",
+        "20351231235959Z",
+    );
+    let (old, old_pem) = dated_cert(
+        dir.path(),
+        "old",
+        "IP:127.0.0.1",
+        "20200101000000Z",
+        "20200102000000Z",
+    );
+    let upstream = demo_http(&["--name", "behind-tls"], 0).await;
+    let (good_port, old_port) = (free_port(), free_port());
+    let cfg = dir.path().join("haproxy.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n  maxconn 256\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 30s\n  timeout server 30s\n\
+             frontend good\n  bind 127.0.0.1:{good_port} ssl crt {}\n  default_backend be\n\
+             frontend old\n  bind 127.0.0.1:{old_port} ssl crt {}\n  default_backend be\n\
+             backend be\n  server s1 127.0.0.1:{}\n",
+            good_pem.display(),
+            old_pem.display(),
+            upstream.port
+        ),
+    )
+    .expect("write");
+    let _proxy = third_party_http(
+        &which("haproxy"),
+        &["-f", cfg.to_str().expect("utf-8"), "-db"],
+        &[],
+        good_port,
+    )
+    .await;
+    let fleet = dir.path().join("fleet.yaml");
+    std::fs::write(
+        &fleet,
+        format!(
+            "{FAST_GLOBAL}servers:\n  \
+             - {{id: private-ca, transport: http, url: 'https://127.0.0.1:{good_port}/mcp', tls: {{ca_file: {good:?}, server_name: mcp.internal, min_version: TLS12}}}}\n  \
+             - {{id: expired, transport: http, url: 'https://127.0.0.1:{old_port}/mcp', tls: {{ca_file: {old:?}}}}}\n  \
+             - {{id: wrong-name, transport: http, url: 'https://127.0.0.1:{good_port}/mcp', tls: {{ca_file: {good:?}}}}}\n",
+        ),
+    )
+    .expect("write");
+    let mon = Binary::start(&fleet, &[]).await;
+    let within = Duration::from_secs(30);
+    mon.wait_status("private-ca", "healthy", within).await;
+    let v = mon.wait_status("expired", "unhealthy", within).await;
+    assert_eq!(v["reason"], "tls_failed", "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap_or("")
+            .to_lowercase()
+            .contains("expired"),
+        "{v}"
+    );
+    let v = mon.wait_status("wrong-name", "unhealthy", within).await;
+    assert_eq!(
+        v["reason"], "tls_failed",
+        "the certificate is not for 127.0.0.1: {v}"
+    );
+    let (_, m) = mon.get("/metrics").await;
+    let expiry = |id: &str| {
+        metric(
+            &m,
+            &format!(r#"mcpmon_server_tls_cert_expiry_timestamp_seconds{{server="{id}"}}"#),
+        )
+    };
+    assert_eq!(expiry("private-ca"), Some(GOOD_NOT_AFTER), "{m}");
+    assert_eq!(
+        expiry("expired"),
+        Some(OLD_NOT_AFTER),
+        "a refused certificate's date is reported too: {m}"
+    );
+    assert_eq!(expiry("wrong-name"), Some(GOOD_NOT_AFTER), "{m}");
+}
