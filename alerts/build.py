@@ -69,8 +69,10 @@ class Mixin:
         labels = {"severity": severity}
         for n in CARRIED_LABELS:
             labels[n] = "{{ $labels.label_%s }}" % n
+        # A server in a maintenance window is planned work: silent.
+        quiet = f"unless on (job, instance, server) {self.m('mcpmon_server_maintenance')}"
         return alert(
-            name, self.carried(f"({expr})"), severity, summary, description,
+            name, self.carried(f"(({expr}) {quiet})"), severity, summary, description,
             self.runbook(anchor or name.lower()), for_, labels,
         )
 

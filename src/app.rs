@@ -112,11 +112,17 @@ pub async fn run_with(
     let (fleet_tx, fleet_rx) = mpsc::channel(4096);
     let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
     let shard = options.shard;
-    let otlp = match &options.otlp {
-        Some(cfg) => Some(Arc::new(Otlp::start(cfg, &snap_rx, metrics.otlp.clone())?)),
-        None => None,
-    };
-    let fleet_task = start_owner(&config, shard, fleet_rx, snap_tx, otlp.clone(), &cancel);
+    let otlp = (options.otlp.as_ref())
+        .map(|cfg| Otlp::start(cfg, &snap_rx, metrics.otlp.clone()).map(Arc::new))
+        .transpose()?;
+    let fleet_task = start_owner(
+        &config,
+        shard,
+        (fleet_rx, &fleet_tx),
+        snap_tx,
+        otlp.clone(),
+        &cancel,
+    );
     let handshakes = options
         .handshakes
         .unwrap_or_else(supervise::default_handshakes);
@@ -187,14 +193,19 @@ pub async fn run_with(
     let deadline = SHUTDOWN_DEADLINE.max(CLOSE_GRACE * 4);
     fleet.supervisors.stop_all(deadline).await;
     cancel.cancel();
-    let _ = fleet_task.await;
-    // The owner is gone, so this is the last reference: push what is left.
-    if let Some(otlp) = otlp.and_then(Arc::into_inner) {
-        otlp.shutdown(CLOSE_GRACE * 2).await;
-    }
+    owner_stopped(fleet_task, otlp).await;
     web.stopped().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Wait for the owner to stop, then push what the OTLP export has left
+/// (the owner held the other reference).
+async fn owner_stopped(task: tokio::task::JoinHandle<()>, otlp: Option<Arc<Otlp>>) {
+    let _ = task.await;
+    if let Some(otlp) = otlp.and_then(Arc::into_inner) {
+        otlp.shutdown(CLOSE_GRACE * 2).await;
+    }
 }
 
 /// Start the state owner on the servers this shard owns, telling `otlp`
@@ -202,11 +213,15 @@ pub async fn run_with(
 fn start_owner(
     config: &Config,
     shard: Shard,
-    rx: mpsc::Receiver<state::Msg>,
+    (rx, tx_fleet): (mpsc::Receiver<state::Msg>, &mpsc::Sender<state::Msg>),
     tx: watch::Sender<Arc<Snapshot>>,
     otlp: Option<Arc<Otlp>>,
     cancel: &CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
+    // Before any server joins (the queue is empty), so none starts outside
+    // its window.
+    let windows = Arc::from(config.maintenance.clone());
+    let _ = tx_fleet.try_send(state::Msg::Maintenance(windows));
     let owned = config.servers.iter().filter(|s| shard.owns(&s.id));
     tokio::spawn(state::owner::run(
         rx,
@@ -413,6 +428,8 @@ async fn reload(
             if new.fleet != running.config.fleet {
                 let _ = fleet.send(state::Msg::Policy(new.fleet.clone())).await;
             }
+            let windows = Arc::from(new.maintenance.clone());
+            let _ = fleet.send(state::Msg::Maintenance(windows)).await;
             let diff = running.reload(new).await;
             metrics.record_reload(true);
             diff.log("configuration reloaded");

@@ -343,15 +343,15 @@ fn check_config(file: &Path) -> ExitCode {
             for w in &cfg.warnings {
                 eprintln!("warning: {w}");
             }
+            let now = chrono::Utc::now();
+            print!("{}", config::maintenance::describe(&cfg.maintenance, now));
             let (from_files, problems) = check_file_sd(&cfg);
             if problems > 0 {
                 return ExitCode::from(1);
             }
-            let endpoints = if cfg.http_sd.is_empty() {
-                String::new()
-            } else {
-                format!("; {} http_sd endpoint(s) not asked", cfg.http_sd.len())
-            };
+            let n = cfg.http_sd.len();
+            let endpoints = (n > 0).then(|| format!("; {n} http_sd endpoint(s) not asked"));
+            let endpoints = endpoints.unwrap_or_default();
             println!(
                 "{}: valid, {} server(s){}{endpoints}",
                 file.display(),

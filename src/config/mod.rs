@@ -7,6 +7,7 @@
 pub mod clients;
 pub mod condition;
 mod diff;
+pub mod maintenance;
 mod positions;
 mod raw;
 pub mod registry;
@@ -478,6 +479,8 @@ pub struct Config {
     pub file_sd: Vec<FileSd>,
     /// Endpoints returning server entries, polled.
     pub http_sd: Vec<HttpSd>,
+    /// Maintenance windows.
+    pub maintenance: Vec<maintenance::Window>,
     /// Risky but valid settings, with positions.
     pub warnings: Vec<ConfigError>,
 }

@@ -24,6 +24,8 @@ pub(super) struct FileDoc {
     pub(super) client_config_sd_configs: Vec<ClientSdFile>,
     #[serde(default)]
     pub(super) registry_sd_configs: Vec<RegistrySdFile>,
+    #[serde(default)]
+    pub(super) maintenance: Vec<super::maintenance::WindowFile>,
 }
 
 /// One `registry_sd_configs` entry: an MCP Registry's base URL, asked as an

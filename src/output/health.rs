@@ -20,7 +20,13 @@ use crate::transport::Era;
 #[derive(Serialize)]
 struct ServerView<'a> {
     id: &'a str,
-    status: Verdict,
+    /// The verdict, or `maintenance` while a window is open.
+    status: &'static str,
+    /// The verdict while `status` reads `maintenance`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verdict: Option<Verdict>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    maintenance: Option<MaintenanceView<'a>>,
     reason: Reason,
     detail: &'a str,
     transport: &'a str,
@@ -72,7 +78,15 @@ impl<'a> ServerView<'a> {
         let info = s.server_info.as_ref();
         ServerView {
             id: &s.id,
-            status: s.status,
+            status: match s.maintenance {
+                Some(_) => "maintenance",
+                None => s.status.as_str(),
+            },
+            verdict: s.maintenance.as_ref().map(|_| s.status),
+            maintenance: s.maintenance.as_ref().map(|m| MaintenanceView {
+                window: &m.window,
+                until: rfc3339(m.until),
+            }),
             reason: s.reason,
             detail: &s.detail,
             transport: s.transport,
@@ -109,6 +123,13 @@ impl<'a> ServerView<'a> {
                 .collect(),
         }
     }
+}
+
+/// An open maintenance window.
+#[derive(Serialize)]
+struct MaintenanceView<'a> {
+    window: &'a str,
+    until: String,
 }
 
 /// Query of `/health/fleet`.

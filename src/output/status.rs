@@ -225,7 +225,7 @@ fn fleet_row(s: &ServerStatus, now: SystemTime) -> Markup {
     html! {
         tr data-state=(s.status.as_str()) data-text=(search_text(s)) {
             th scope="row" { a href={ "/servers/" (s.id) } { (s.id) } }
-            td { (badge(s.status)) }
+            td { (badge(s.status)) (in_maintenance(s)) }
             td title=(s.detail) { (s.reason.as_str()) }
             td { (time(Some(s.since), now)) }
             td { (time(s.last_check, now)) }
@@ -243,7 +243,7 @@ fn server_main(s: &ServerStatus, generation: u64, now: SystemTime) -> Markup {
         main #status data-generation=(generation) {
             h2 { (s.id) }
             p {
-                (badge(s.status)) " — " (s.reason.as_str())
+                (badge(s.status)) (in_maintenance(s)) " — " (s.reason.as_str())
                 @if !s.detail.is_empty() { ": " (s.detail) }
             }
             p { a href={ "/health/servers/" (s.id) } { "JSON" } }
@@ -338,6 +338,15 @@ fn badge(s: State) -> Markup {
     };
     html! {
         span class={ "state s-" (s.as_str()) } { span aria-hidden="true" { (symbol) } " " (s.as_str()) }
+    }
+}
+
+/// A mark for a server in a maintenance window: its verdict stays beside.
+fn in_maintenance(s: &ServerStatus) -> Markup {
+    html! {
+        @if let Some(m) = &s.maintenance {
+            " " span.maintenance title={ "maintenance window " (m.window) " until " (rfc3339(m.until)) } { "maintenance" }
+        }
     }
 }
 

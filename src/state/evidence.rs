@@ -116,6 +116,7 @@ impl Tracker {
                 tools_invalid: Vec::new(),
                 health_check: None,
                 events: Arc::new(VecDeque::new()),
+                maintenance: None,
                 history: Arc::new(VecDeque::from([(SystemTime::now(), State::Unknown)])),
             },
             thresholds: Thresholds {

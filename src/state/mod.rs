@@ -53,6 +53,8 @@ pub enum Msg {
     Remove(Arc<str>),
     /// A new fleet policy (after a reload).
     Policy(FleetPolicy),
+    /// The maintenance windows (at start and after a reload).
+    Maintenance(Arc<[crate::config::maintenance::Window]>),
     /// What discovery found (its series are the owner's to write, too).
     Discovery(DiscoveryNews),
     /// Something happened to one server.

@@ -166,6 +166,7 @@ pub struct Owner {
     counts: Summary,
     expected: usize,
     ops: Option<Arc<dyn Operations>>,
+    windows: Arc<[crate::config::maintenance::Window]>,
 }
 
 impl Owner {
@@ -180,6 +181,7 @@ impl Owner {
             counts: Summary::default(),
             expected,
             ops: None,
+            windows: Arc::from(Vec::new()),
         }
     }
 
@@ -196,10 +198,11 @@ impl Owner {
             Msg::Remove(id) => {
                 self.entries.remove(&id);
                 if let Some(old) = self.snap.servers.remove(&id) {
-                    count(&mut self.counts, old.status.status, -1);
+                    count(&mut self.counts, key(&old.status), -1);
                 }
             }
             Msg::Policy(p) => self.snap.policy = p,
+            Msg::Maintenance(windows) => self.windows = windows,
             Msg::Discovery(news) => self.snap.discovery.record(news),
             Msg::Server(id, event) => self.event(&id, event, now),
         }
@@ -209,13 +212,14 @@ impl Owner {
         let id: Arc<str> = Arc::from(spec.id.as_str());
         let tracker = Tracker::new(spec, now);
         let tools: Vec<String> = spec.tool_probes.iter().map(|t| t.tool.clone()).collect();
-        let record = ServerRecord {
+        let mut record = ServerRecord {
             status: tracker.status().clone(),
             series: Series::new(&probe_kinds(spec), &link_reasons(spec), &tools),
         };
-        count(&mut self.counts, record.status.status, 1);
+        record.status.maintenance = maintenance(&self.windows, &record.status);
+        count(&mut self.counts, key(&record.status), 1);
         if let Some(old) = self.snap.servers.insert(id.clone(), Arc::new(record)) {
-            count(&mut self.counts, old.status.status, -1);
+            count(&mut self.counts, key(&old.status), -1);
         }
         self.entries.insert(
             id,
@@ -256,13 +260,21 @@ impl Owner {
             log_transition(id, tr, &entry.tracker.status().detail);
         }
         entry.rebuild_if_stuck(now);
+        let before = key(&record.status);
         if judged {
-            let old = record.status.status;
+            let window = record.status.maintenance.take();
             record.status = entry.tracker.status().clone();
-            if old != record.status.status {
-                count(&mut self.counts, old, -1);
-                count(&mut self.counts, record.status.status, 1);
-            }
+            record.status.maintenance = window;
+        }
+        // Windows open and close with the clock: looked at on every event,
+        // and a server hears of one at least every probe interval.
+        let open = maintenance(&self.windows, &record.status);
+        if open != record.status.maintenance {
+            record.status.maintenance = open;
+        }
+        if before != key(&record.status) {
+            count(&mut self.counts, before, -1);
+            count(&mut self.counts, key(&record.status), 1);
         }
         if let (Some(ops), Some(told)) = (&self.ops, told) {
             told.tell(ops.as_ref(), &record.status, entry);
@@ -274,7 +286,8 @@ impl Owner {
         if self.snap.ready {
             return false;
         }
-        let judged = self.counts.total >= self.expected && self.counts.unknown == 0;
+        let judged = self.counts.total + self.counts.maintenance >= self.expected
+            && self.counts.unknown == 0;
         if judged || now.saturating_duration_since(started) >= grace {
             self.snap.ready = true;
             tracing::info!(
@@ -453,8 +466,39 @@ pub async fn run(
     }
 }
 
-/// Add `delta` (±1) servers in `state` to the counts.
-fn count(counts: &mut Summary, state: State, delta: isize) {
+/// The window `status`'s server is in now, if one is open.
+fn maintenance(
+    windows: &[crate::config::maintenance::Window],
+    status: &super::snapshot::ServerStatus,
+) -> Option<super::snapshot::InMaintenance> {
+    if windows.is_empty() {
+        return None;
+    }
+    let now = chrono::Utc::now();
+    windows
+        .iter()
+        .filter(|w| w.covers(&status.id, &status.labels))
+        .find_map(|w| {
+            let until = w.open_until(now)?;
+            Some(super::snapshot::InMaintenance {
+                window: Arc::from(w.name.as_str()),
+                until: std::time::SystemTime::from(until),
+            })
+        })
+}
+
+/// What a server counts as: its state, and whether it is in maintenance.
+fn key(status: &super::snapshot::ServerStatus) -> (State, bool) {
+    (status.status, status.maintenance.is_some())
+}
+
+/// Add `delta` (±1) servers counted as `key` to the counts: by state, or
+/// apart while in maintenance (neither for nor against the policy).
+fn count(counts: &mut Summary, (state, in_maintenance): (State, bool), delta: isize) {
+    if in_maintenance {
+        counts.maintenance = counts.maintenance.saturating_add_signed(delta);
+        return;
+    }
     let slot = match state {
         State::Healthy => &mut counts.healthy,
         State::Degraded => &mut counts.degraded,

@@ -106,10 +106,24 @@ pub struct ServerStatus {
     /// Recent timeline, oldest first. Shared: publishing a status on every
     /// probe copies a pointer, and only a new event copies the timeline.
     pub events: Arc<VecDeque<TimelineEntry>>,
+    /// The maintenance window the server is in, if one is open: its
+    /// probes go on, its verdict stays, and it counts neither for nor
+    /// against the fleet policy.
+    #[serde(skip)]
+    pub maintenance: Option<InMaintenance>,
     /// The states of the last hour (and the one before it), as
     /// (since, state), oldest first: the status page's history strip.
     #[serde(skip)]
     pub history: Arc<VecDeque<(SystemTime, State)>>,
+}
+
+/// An open maintenance window, as a server's status holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InMaintenance {
+    /// The window's name.
+    pub window: Arc<str>,
+    /// When it closes.
+    pub until: SystemTime,
 }
 
 /// A change of published state.
@@ -144,6 +158,8 @@ pub struct Summary {
     pub unhealthy: usize,
     /// Servers with no verdict yet.
     pub unknown: usize,
+    /// Servers in a maintenance window (not in `total` nor any state).
+    pub maintenance: usize,
     /// Healthy share, percent.
     pub health_percentage: f64,
 }
@@ -202,11 +218,13 @@ pub struct Snapshot {
 impl Snapshot {
     /// Counts per state.
     pub fn summary(&self) -> Summary {
-        let mut s = Summary {
-            total: self.servers.len(),
-            ..Summary::default()
-        };
+        let mut s = Summary::default();
         for r in self.servers.values() {
+            if r.status.maintenance.is_some() {
+                s.maintenance += 1;
+                continue;
+            }
+            s.total += 1;
             match r.status.status {
                 State::Healthy => s.healthy += 1,
                 State::Degraded => s.degraded += 1,

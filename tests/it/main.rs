@@ -21,6 +21,7 @@ mod images;
 mod kubernetes;
 mod layers;
 mod load_balancers;
+mod maintenance;
 mod monitor;
 mod otlp;
 mod pid1;

@@ -35,6 +35,7 @@ pub(super) fn parse(
             http_sd: doc.http_sd_configs,
             client_sd: doc.client_config_sd_configs,
             registry_sd: doc.registry_sd_configs,
+            maintenance: doc.maintenance,
         }),
         Err(e) => {
             let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
@@ -96,6 +97,7 @@ struct Doc {
     http_sd: Vec<HttpSdFile>,
     client_sd: Vec<ClientSdFile>,
     registry_sd: Vec<RegistrySdFile>,
+    maintenance: Vec<crate::config::maintenance::WindowFile>,
 }
 
 mod entries;
@@ -198,6 +200,7 @@ impl<'a> Validator<'a> {
             http_sd: Vec::new(),
             client_sd: Vec::new(),
             registry_sd: Vec::new(),
+            maintenance: Vec::new(),
         };
         let mut found = Vec::new();
         match value {
@@ -220,6 +223,9 @@ impl<'a> Validator<'a> {
                         "registry_sd_configs" => {
                             doc.registry_sd = self.part(v, &at, "registry_sd_configs", &mut found).unwrap_or_default()
                         }
+                        "maintenance" => {
+                            doc.maintenance = self.part(v, &at, "maintenance", &mut found).unwrap_or_default()
+                        }
                         "servers" => match v {
                             yaml_serde::Value::Sequence(list) => {
                                 for (i, entry) in list.into_iter().enumerate() {
@@ -235,7 +241,7 @@ impl<'a> Validator<'a> {
                         },
                         other => found.push(self.at(
                             &at,
-                            format!("unknown field `{other}`, expected one of `global`, `fleet`, `servers`, `file_sd_configs`, `http_sd_configs`, `client_config_sd_configs`, `registry_sd_configs`"),
+                            format!("unknown field `{other}`, expected one of `global`, `fleet`, `servers`, `file_sd_configs`, `http_sd_configs`, `client_config_sd_configs`, `registry_sd_configs`, `maintenance`"),
                         )),
                     }
                 }
@@ -300,6 +306,7 @@ impl<'a> Validator<'a> {
             http_sd,
             client_sd,
             registry_sd,
+            maintenance,
         } = doc;
         let g = [Seg::key("global")];
         self.check_tunables(&doc_global, &g);
@@ -345,6 +352,7 @@ impl<'a> Validator<'a> {
         http_sd.extend(registry_sd.into_iter().enumerate().filter_map(|(i, r)| {
             self.registry_sd(r, &[Seg::key("registry_sd_configs"), Seg::Index(i)])
         }));
+        let maintenance = self.maintenance(&maintenance, &servers);
         Config {
             path: self.path.to_owned(),
             fleet: doc_fleet,
@@ -353,8 +361,52 @@ impl<'a> Validator<'a> {
             global: doc_global,
             file_sd,
             http_sd,
+            maintenance,
             warnings: Vec::new(),
         }
+    }
+
+    /// The `maintenance:` windows, each error at its key; a window naming
+    /// no server of the file is a warning (discovery may bring it).
+    fn maintenance(
+        &mut self,
+        list: &[crate::config::maintenance::WindowFile],
+        servers: &[ServerSpec],
+    ) -> Vec<crate::config::maintenance::Window> {
+        let mut out: Vec<crate::config::maintenance::Window> = Vec::new();
+        for (i, f) in list.iter().enumerate() {
+            let at = [Seg::key("maintenance"), Seg::Index(i)];
+            match crate::config::maintenance::window(f, i) {
+                Ok(w) => {
+                    let name_ok = !w.name.is_empty()
+                        && w.name.len() <= 64
+                        && w.name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "-_.[]".contains(c));
+                    if !name_ok || out.iter().any(|o| o.name == w.name) {
+                        self.error(
+                            &under(&at, "name"),
+                            format!(
+                                "window name {:?}: unique, 1 to 64 of [A-Za-z0-9_.-]",
+                                w.name
+                            ),
+                        );
+                        continue;
+                    }
+                    for (j, id) in w.servers.iter().enumerate() {
+                        if !servers.iter().any(|s| &s.id == id) {
+                            self.warn(
+                                &item(&at, "servers", j),
+                                format!("window {:?}: no server {id:?} in this file", w.name),
+                            );
+                        }
+                    }
+                    out.push(w);
+                }
+                Err((key, message)) => self.error(&under(&at, key), message),
+            }
+        }
+        out
     }
 
     /// Request headers written at `at`: valid names and values, `${VAR}`

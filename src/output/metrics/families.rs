@@ -59,6 +59,8 @@ families! {
         "Tools in the server's latest listing.";
     ToolsChanges: "counter" "mcpmon_server_tools_changes_total" ["server"]
         "Tool listings whose surface (names, schemas, annotations) differed from the one before.";
+    Maintenance: "gauge" "mcpmon_server_maintenance" ["server", "window"]
+        "1 while the server is in a maintenance window (the shipped alerts stay silent for it); absent otherwise.";
     TlsCertExpiry: "gauge" "mcpmon_server_tls_cert_expiry_timestamp_seconds" ["server"]
         "Unix time the earliest certificate in the chain the HTTPS server presented expires.";
     ConditionFailures: "counter" "mcpmon_condition_failures_total" ["condition", "server"]
@@ -106,6 +108,8 @@ families! {
     // The fleet, from the same snapshot.
     FleetServers: "gauge" "mcpmon_fleet_servers" ["state"]
         "Servers per state.";
+    FleetMaintenanceServers: "gauge" "mcpmon_fleet_maintenance_servers" []
+        "Servers in a maintenance window: counted in no state of mcpmon_fleet_servers, neither for nor against the policy.";
     FleetAvailableRatio: "gauge" "mcpmon_fleet_available_ratio" []
         "Share of servers available under the fleet policy (0-1).";
     FleetAvailableServers: "gauge" "mcpmon_fleet_available_servers" []

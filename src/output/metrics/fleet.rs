@@ -21,6 +21,7 @@ pub fn render(snap: &Snapshot, w: &mut Writer) {
     ] {
         w.sample(Family::FleetServers, &[("state", state)], n);
     }
+    w.sample(Family::FleetMaintenanceServers, &[], s.maintenance);
     w.sample(
         Family::FleetAvailableRatio,
         &[],

@@ -99,6 +99,9 @@ fn descriptive(server: (&str, &str), r: &ServerRecord, x: Exposition, w: &mut Wr
             Float(at),
         );
     }
+    if let Some(m) = &r.status.maintenance {
+        w.sample(Family::Maintenance, &[server, ("window", &m.window)], 1);
+    }
     if let Some(at) = v.tls_cert_expiry {
         w.sample(Family::TlsCertExpiry, &[server], Float(at));
     }
