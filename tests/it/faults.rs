@@ -40,10 +40,11 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 /// A healthy server beside the hostile one. Its timers are generous, so only
 /// real interference (the monitor stalled for seconds) changes its verdict,
-/// not a loaded machine answering a ping in 400 ms.
+/// not a loaded machine answering a ping in 400 ms, nor starting the
+/// bystander itself slower than the hostile servers' tight handshake.
 fn bystander() -> String {
     format!(
-        "  - id: bystander\n    transport: stdio\n    command: {:?}\n    args: [\"--name\", \"bystander\"]\n    ping_interval: 1s\n    ping_timeout: 1s\n    healthy_max_latency: 1s\n    degraded_max_latency: 2s\n    stuck_after: 20s\n",
+        "  - id: bystander\n    transport: stdio\n    command: {:?}\n    args: [\"--name\", \"bystander\"]\n    ping_interval: 1s\n    ping_timeout: 1s\n    connect_timeout: 10s\n    healthy_max_latency: 1s\n    degraded_max_latency: 2s\n    stuck_after: 20s\n",
         demo_server().display()
     )
 }
