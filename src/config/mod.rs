@@ -279,6 +279,23 @@ pub struct ToolProbe {
     pub max_request_timeout: Duration,
     /// What its answer must satisfy.
     pub conditions: Vec<condition::Condition>,
+    /// Whether it is called as a task.
+    pub task: TaskMode,
+}
+
+/// Whether a tool probe is called as a task (the 2025-11-25 experimental
+/// tasks, or the 2026-07-28 tasks extension), polled to its end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskMode {
+    /// When the tool's listing says it supports tasks
+    /// (`execution.taskSupport` `optional` or `required`).
+    #[default]
+    Auto,
+    /// Always, whatever the listing says.
+    Always,
+    /// Only when the tool requires it (`taskSupport: required`).
+    Never,
 }
 
 /// How to reach one server.

@@ -207,6 +207,8 @@ pub(super) struct ToolProbeFile {
     pub(super) max_request_timeout: Option<Dur>,
     #[serde(default)]
     pub(super) conditions: Vec<ConditionFile>,
+    #[serde(default)]
+    pub(super) task: super::TaskMode,
 }
 
 /// One condition as written.

@@ -55,6 +55,9 @@ struct ServerView<'a> {
     tools_missing: &'a [String],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     tools_invalid: Vec<InvalidTool<'a>>,
+    /// Each task probe's latest task: the busy evidence while one works.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    tasks: &'a [crate::probe::task::TaskSeen],
 }
 
 /// The last change of a server's state.
@@ -121,6 +124,7 @@ impl<'a> ServerView<'a> {
                 .iter()
                 .map(|(name, problem)| InvalidTool { name, problem })
                 .collect(),
+            tasks: &s.tasks,
         }
     }
 }

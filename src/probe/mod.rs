@@ -12,6 +12,7 @@
 pub mod conditions;
 pub mod health_check;
 pub mod liveness;
+pub mod task;
 pub mod tool;
 pub mod trace;
 
@@ -72,6 +73,13 @@ pub enum FailureReason {
     ToolError,
     /// The health tool answered in no readable shape.
     Unreadable,
+    /// A tool probe's task ended `failed`, or was cancelled by the server.
+    TaskFailed,
+    /// A tool probe's task stopped advancing for its whole `ttl`.
+    TaskStuck,
+    /// A tool probe's task asked for input (elicitation), which a monitor
+    /// cannot give.
+    InputRequired,
 }
 
 impl FailureReason {
@@ -246,7 +254,7 @@ mod tests {
         assert_eq!(
             names(&reasons),
             "timeout,closed,unreachable,unauthenticated,forbidden,throttled,transport,\
-             rpc_error,invalid_result,tool_error,unreadable"
+             rpc_error,invalid_result,tool_error,unreadable,task_failed,task_stuck,input_required"
         );
         let deadlines: Vec<&str> = Deadline::VARIANTS.iter().map(|d| d.as_str()).collect();
         assert_eq!(names(&deadlines), "request_timeout,max_request_timeout");

@@ -10,7 +10,6 @@
 //! `slow` for its first seconds. The detail published is always the text of
 //! the published reason's own evidence.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -82,6 +81,8 @@ pub struct Tracker {
     expected_tools: Vec<String>,
     /// Each condition's latest outcome.
     conditions: super::conditions::Conditions,
+    /// Each task probe's latest task.
+    tasks: super::tasks::Tasks,
     /// This server's secrets.
     scrubber: Arc<crate::redact::Scrubber>,
 }
@@ -91,34 +92,7 @@ impl Tracker {
     pub fn new(spec: &ServerSpec, now: Instant) -> Tracker {
         let s = &spec.settings;
         Tracker {
-            status: ServerStatus {
-                id: spec.id.clone(),
-                transport: spec.transport.kind(),
-                labels: spec.labels.clone().into(),
-                status: State::Unknown,
-                reason: Reason::Starting,
-                detail: String::new(),
-                since: SystemTime::now(),
-                last_transition: None,
-                last_check: None,
-                response_time_ms: None,
-                era: None,
-                server_info: None,
-                session_started: None,
-                session_open: false,
-                session_ended: None,
-                handshake_ms: None,
-                sessions: 0,
-                consecutive_failures: 0,
-                tools: None,
-                tools_hash: None,
-                tools_missing: Vec::new(),
-                tools_invalid: Vec::new(),
-                health_check: None,
-                events: Arc::new(VecDeque::new()),
-                maintenance: None,
-                history: Arc::new(VecDeque::from([(SystemTime::now(), State::Unknown)])),
-            },
+            status: ServerStatus::new(spec),
             thresholds: Thresholds {
                 healthy_max_error_ratio: s.healthy_max_error_ratio,
                 healthy_max_latency: s.healthy_max_latency.0,
@@ -143,6 +117,7 @@ impl Tracker {
             surface: None,
             expected_tools: spec.expected_tools.clone(),
             conditions: Default::default(),
+            tasks: Default::default(),
             scrubber: spec.scrubber.clone(),
         }
     }
@@ -284,12 +259,19 @@ impl Tracker {
         }
         self.throttled = false;
         self.conditions.record(&o.conditions);
+        if o.kind == crate::probe::ProbeKind::Tool {
+            let detail = o.result.as_ref().err().map(|f| self.scrub(&f.detail));
+            self.tasks.ended(o, || detail.unwrap_or_default());
+            self.status.tasks = self.tasks.latest();
+        }
         if o.kind.is_liveness() {
             self.liveness(o, was_late, timed_out, now);
         } else {
             let outcome = match (&o.result, o.failure()) {
                 (Err(_), _) if timed_out => Outcome::Timeout,
-                (_, Some(FailureReason::Unreadable)) | (Ok(_), None) => Outcome::Ok(o.duration),
+                // A task wanting input is its own reason, not an error.
+                (_, Some(FailureReason::Unreadable | FailureReason::InputRequired))
+                | (Ok(_), None) => Outcome::Ok(o.duration),
                 _ => Outcome::Error,
             };
             self.window.record(now, false, outcome);
@@ -367,6 +349,16 @@ impl Tracker {
     ) -> Option<Transition> {
         self.conditions.record(checked);
         self.evaluate(now)
+    }
+
+    /// A task probe polled its task: published, and a sign of life while
+    /// it advances.
+    pub fn task(&mut self, seen: crate::probe::task::TaskSeen, now: Instant) {
+        if seen.busy {
+            self.activity(now);
+        }
+        self.tasks.polled(seen);
+        self.status.tasks = self.tasks.latest();
     }
 
     /// A sign of life that is not an answer: a progress notification.
@@ -458,6 +450,7 @@ impl Tracker {
                 self.status.tools_missing.join(", ")
             ),
             Reason::ConditionFailed => self.scrub(&self.conditions.detail()),
+            Reason::TaskStuck | Reason::InputRequired => self.tasks.detail(reason),
             Reason::HealthCheckDegraded => "health_check said degraded".to_owned(),
             Reason::HealthCheckUnhealthy => "health_check said unhealthy".to_owned(),
             Reason::HealthCheckFailed | Reason::HealthCheckUnreadable => p.health.clone(),
@@ -500,6 +493,7 @@ impl Tracker {
             throttled: self.throttled,
             tools_missing: !self.status.tools_missing.is_empty(),
             condition_failed: self.conditions.worst(),
+            task: self.tasks.worst(),
         }
     }
 

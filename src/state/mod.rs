@@ -21,6 +21,7 @@ pub mod owner;
 pub mod reason;
 pub mod series;
 pub mod snapshot;
+pub mod tasks;
 #[cfg(test)]
 pub mod testing;
 pub mod verdict;
@@ -134,6 +135,8 @@ pub enum Observation {
     Certificate(crate::transport::tls::PeerCertificate),
     /// Progress notifications collected from the session.
     Progress(Progress),
+    /// A task probe polled its task.
+    Task(Box<crate::probe::task::TaskSeen>),
     /// The tool list's conditions, evaluated on a new listing.
     Checked(Vec<crate::probe::conditions::Checked>),
     /// Nothing new; judge again (time passing can make a server stuck).

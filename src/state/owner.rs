@@ -133,6 +133,10 @@ impl Entry {
                 t.probe(&outcome, was_late, now)
             }
             Observation::Process(sample) => t.process(&sample, now),
+            Observation::Task(seen) => {
+                t.task(*seen, now);
+                t.tick(now)
+            }
             Observation::Checked(checked) => t.conditions_checked(&checked, now),
             Observation::Progress(p) => {
                 if p.count != self.progress_seen {

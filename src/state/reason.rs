@@ -115,6 +115,12 @@ pub enum Reason {
     /// A condition the operator wrote does not hold (a tool's result, the
     /// health report, or the tool list).
     ConditionFailed,
+    /// A tool probe's task stopped advancing (`lastUpdatedAt` unchanged)
+    /// for its whole `ttl`: the server took the work and does none of it.
+    TaskStuck,
+    /// A tool probe's task asked for input (elicitation); a monitor has no
+    /// one to ask, so it was cancelled.
+    InputRequired,
     /// The server sent requests faster than a client can be asked to serve
     /// them; the session was dropped.
     RequestFlood,

@@ -119,6 +119,10 @@ pub struct ToolSeries {
     pub duration: Option<Histogram>,
     /// Cancellations by deadline.
     pub cancellations: Counters<Deadline>,
+    /// `tasks/get` requests of its tasks, once it was called as one.
+    pub task_polls: Option<u64>,
+    /// The latest task's id and the polls of it already counted.
+    task_counted: Option<(String, u32)>,
 }
 
 /// A server's counters and histograms.
@@ -192,6 +196,8 @@ impl Series {
                     tool: t.clone(),
                     duration: None,
                     cancellations: Counters::default(),
+                    task_polls: None,
+                    task_counted: None,
                 });
             }
         }
@@ -268,8 +274,23 @@ impl Series {
                     self.observe_progress_interval(*i);
                 }
             }
+            Observation::Task(seen) => self.task_polled(seen),
             Observation::Tick => {}
         }
+    }
+
+    /// Count a task's polls from what each report says it has made, so a
+    /// report lost on the way is made good by the next.
+    fn task_polled(&mut self, seen: &crate::probe::task::TaskSeen) {
+        let Some(t) = self.tool_calls.iter_mut().find(|t| *t.tool == *seen.tool) else {
+            return;
+        };
+        let before = match &t.task_counted {
+            Some((id, n)) if *id == seen.task_id => *n,
+            _ => 0,
+        };
+        *t.task_polls.get_or_insert(0) += u64::from(seen.polls.saturating_sub(before));
+        t.task_counted = Some((seen.task_id.clone(), seen.polls.max(before)));
     }
 
     fn conditions(&mut self, checked: &[crate::probe::conditions::Checked]) {

@@ -115,6 +115,44 @@ pub struct ServerStatus {
     /// (since, state), oldest first: the status page's history strip.
     #[serde(skip)]
     pub history: Arc<VecDeque<(SystemTime, State)>>,
+    /// Each task probe's latest task: the busy evidence while one works.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<crate::probe::task::TaskSeen>,
+}
+
+impl ServerStatus {
+    /// The status of a server not yet judged.
+    pub fn new(spec: &crate::config::ServerSpec) -> ServerStatus {
+        ServerStatus {
+            id: spec.id.clone(),
+            transport: spec.transport.kind(),
+            labels: spec.labels.clone().into(),
+            status: State::Unknown,
+            reason: Reason::Starting,
+            detail: String::new(),
+            since: SystemTime::now(),
+            last_transition: None,
+            last_check: None,
+            response_time_ms: None,
+            era: None,
+            server_info: None,
+            session_started: None,
+            session_open: false,
+            session_ended: None,
+            handshake_ms: None,
+            sessions: 0,
+            consecutive_failures: 0,
+            tools: None,
+            tools_hash: None,
+            tools_missing: Vec::new(),
+            tools_invalid: Vec::new(),
+            health_check: None,
+            events: Arc::new(VecDeque::new()),
+            maintenance: None,
+            tasks: Vec::new(),
+            history: Arc::new(VecDeque::from([(SystemTime::now(), State::Unknown)])),
+        }
+    }
 }
 
 /// An open maintenance window, as a server's status holds it.

@@ -223,6 +223,9 @@ pub struct Evidence {
     pub tools_missing: bool,
     /// The worst state a failing condition asks for, if one fails.
     pub condition_failed: Option<State>,
+    /// What a tool probe's task last said of the server: `task_stuck` or
+    /// `input_required`.
+    pub task: Option<Reason>,
 }
 
 /// A proposed state and why; `definitive` skips hysteresis.
@@ -334,6 +337,11 @@ pub fn judge(e: &Evidence, t: &Thresholds) -> Judgement {
     }
     if let Some(state) = e.condition_failed {
         j = j.worst(Judgement::new(state, Reason::ConditionFailed));
+    }
+    match e.task {
+        Some(Reason::TaskStuck) => j = j.worst(Judgement::new(State::Unhealthy, Reason::TaskStuck)),
+        Some(r) => j = j.worst(Judgement::new(State::Degraded, r)),
+        None => {}
     }
     let w = &e.window;
     if let (Some(median), Some(latest)) = (w.median_latency, w.latest_latency) {

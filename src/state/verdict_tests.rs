@@ -30,7 +30,20 @@ fn healthy_evidence() -> Evidence {
         throttled: false,
         tools_missing: false,
         condition_failed: None,
+        task: None,
     }
+}
+
+#[test]
+fn a_stuck_task_is_unhealthy_and_one_asking_for_input_degraded_and_both_are_named() {
+    let mut e = healthy_evidence();
+    e.task = Some(Reason::InputRequired);
+    assert_eq!(judged(e), (State::Degraded, Reason::InputRequired, false));
+    e.task = Some(Reason::TaskStuck);
+    assert_eq!(judged(e), (State::Unhealthy, Reason::TaskStuck, false));
+    // The server's own word of unhealth comes first on equal severity.
+    e.health_check_failed = true;
+    assert_eq!(judged(e).1, Reason::HealthCheckFailed);
 }
 
 fn judged(e: Evidence) -> (State, Reason, bool) {

@@ -128,22 +128,49 @@ impl<'a> InFlight<'a> {
     }
 }
 
+/// Where a task probe's polls are told.
+pub(super) type TaskReport = std::sync::Arc<dyn Fn(probe::task::TaskSeen) + Send + Sync>;
+
 /// Schedules of the synthetic tool probes, one call in flight per probe.
 pub(super) struct ToolProbes<'a> {
     due: Vec<Instant>,
     interval: Vec<Duration>,
     in_flight: Vec<bool>,
+    /// Whether each is called as a task, from the latest listing.
+    as_task: Vec<bool>,
+    report: TaskReport,
     pub(super) calls: FuturesUnordered<BoxFuture<'a, (usize, ProbeOutcome)>>,
 }
 
 impl<'a> ToolProbes<'a> {
-    pub(super) fn new(probes: &[ToolProbe]) -> Self {
+    /// The probes of a session whose opening listed `listed`.
+    pub(super) fn new(probes: &[ToolProbe], listed: &ToolSurface, report: TaskReport) -> Self {
         let now = Instant::now();
-        ToolProbes {
+        let mut tools = ToolProbes {
             due: vec![now; probes.len()],
             interval: probes.iter().map(|p| p.interval).collect(),
             in_flight: vec![false; probes.len()],
+            as_task: probes
+                .iter()
+                .map(|p| probe::task::wanted(p.task, Default::default()))
+                .collect(),
+            report,
             calls: FuturesUnordered::new(),
+        };
+        tools.listed(probes, listed);
+        tools
+    }
+
+    /// Read from a listing which probes are called as tasks.
+    pub(super) fn listed(&mut self, probes: &[ToolProbe], surface: &ToolSurface) {
+        for (i, p) in probes.iter().enumerate() {
+            let support = surface
+                .tools
+                .iter()
+                .find(|t| t.name == p.tool)
+                .map(|t| t.task_support)
+                .unwrap_or_default();
+            self.as_task[i] = probe::task::wanted(p.task, support);
         }
     }
 
@@ -173,8 +200,11 @@ impl<'a> ToolProbes<'a> {
             }
             out.push(Observation::Sent(ProbeKind::Tool));
             self.in_flight[i] = true;
+            let (as_task, report) = (self.as_task[i], self.report.clone());
             self.calls.push(Box::pin(async move {
-                (i, probe::tool::run(session, p, p.request_timeout).await)
+                let outcome =
+                    probe::tool::run(session, p, p.request_timeout, as_task, &*report).await;
+                (i, outcome)
             }));
         }
         out

@@ -109,11 +109,11 @@ impl Supervisor {
                 Ok(session) => {
                     sessions += 1;
                     era_hint = session.remembered_era();
-                    let (has_health, ttl) = self.opened(session.as_ref(), started).await;
+                    let (has_health, ttl, probed) = self.opened(session.as_ref(), started).await;
                     let opened_at = Instant::now();
                     let relist = relist_after(ttl, &self.spec.settings);
                     let end = self
-                        .probe_loop(session.as_ref(), has_health, relist, sessions)
+                        .probe_loop(session.as_ref(), (has_health, &probed), relist, sessions)
                         .await;
                     session.close(CLOSE_GRACE).await;
                     match end {
@@ -154,8 +154,13 @@ impl Supervisor {
     }
 
     /// List the tools of a new session and report it open; returns whether
-    /// the health tool is listed, and how long the listing stays fresh.
-    async fn opened(&self, session: &dyn Session, started: Instant) -> (bool, Option<Duration>) {
+    /// the health tool is listed, how long the listing stays fresh, and the
+    /// listed tools that tool probes call.
+    async fn opened(
+        &self,
+        session: &dyn Session,
+        started: Instant,
+    ) -> (bool, Option<Duration>, ToolSurface) {
         let handshake = started.elapsed();
         let tools = match session
             .list_tools(self.spec.settings.request_timeout.0)
@@ -171,6 +176,13 @@ impl Supervisor {
         let tool = &self.spec.settings.health_check_tool;
         let has_health = tools.as_ref().is_some_and(|t| t.names().any(|n| n == tool));
         let ttl = tools.as_ref().and_then(|t| t.ttl);
+        let probed = ToolSurface {
+            tools: (tools.iter().flat_map(|t| &t.tools))
+                .filter(|t| self.spec.tool_probes.iter().any(|p| p.tool == t.name))
+                .cloned()
+                .collect(),
+            ..Default::default()
+        };
         let checked = match &tools {
             Some(t) => self.tools_conditions(t).await,
             None => Vec::new(),
@@ -186,7 +198,7 @@ impl Supervisor {
         if !checked.is_empty() {
             self.send(Observation::Checked(checked)).await;
         }
-        (has_health, ttl)
+        (has_health, ttl, probed)
     }
 
     /// The tool list's conditions on `tools` (none unless configured).
@@ -206,7 +218,7 @@ impl Supervisor {
     async fn probe_loop(
         &mut self,
         session: &dyn Session,
-        mut has_health: bool,
+        (mut has_health, probed): (bool, &ToolSurface),
         relist: Duration,
         number: u64,
     ) -> End {
@@ -218,7 +230,7 @@ impl Supervisor {
         let mut ping: Option<InFlight<'_>> = None;
         let mut hc: Option<Running<'_>> = None;
         let mut listing: Option<BoxFuture<'_, _>> = None;
-        let mut tools = ToolProbes::new(&spec.tool_probes);
+        let mut tools = ToolProbes::new(&spec.tool_probes, probed, self.task_report());
         let mut gone = session.gone();
         let mut credentials = None;
         // The futures that outlive a turn of the loop are made once, like
@@ -276,7 +288,7 @@ impl Supervisor {
                 }
                 listed = async { listing.as_mut().expect("guarded").await }, if listing.is_some() => {
                     listing = None;
-                    has_health = self.listed(listed, &mut clock).await.unwrap_or(has_health);
+                    has_health = self.listed(listed, &mut clock, &mut tools).await.unwrap_or(has_health);
                 }
                 _ = clock.health_check.tick(), if has_health => {
                     if self.may_send(ProbeKind::HealthCheck, hc.is_some() || held).await {
@@ -357,7 +369,8 @@ impl Supervisor {
         self.send(Observation::Late(kind, timeout)).await;
     }
 
-    /// A listing finished: report the tools and schedule the next one.
+    /// A listing finished: report the tools, tell the tool probes which
+    /// run as tasks, and schedule the next listing.
     /// Whether the health-check tool is among them, or `None` when the
     /// listing failed (liveness judges the session; a failed listing is
     /// only not news).
@@ -365,10 +378,12 @@ impl Supervisor {
         &self,
         listed: Result<ToolSurface, RequestError>,
         clock: &mut Clocks,
+        probes: &mut ToolProbes<'_>,
     ) -> Option<bool> {
         let s = &self.spec.settings;
         match listed {
             Ok(tools) => {
+                probes.listed(&self.spec.tool_probes, &tools);
                 clock.relist(relist_after(tools.ttl, s), &self.spec.id);
                 let health_check = tools.names().any(|n| n == s.health_check_tool);
                 let checked = self.tools_conditions(&tools).await;
@@ -442,6 +457,16 @@ impl Supervisor {
             self.send(Observation::Process(sample)).await;
         }
         self.send(Observation::Progress(session.progress())).await;
+    }
+
+    /// Where a task probe tells each poll: straight to the owner, without
+    /// waiting (each poll carries the whole task, so one lost to a full
+    /// channel is made good by the next).
+    fn task_report(&self) -> super::schedule::TaskReport {
+        let (state, id) = (self.state.clone(), self.id.clone());
+        Arc::new(move |seen| {
+            let _ = state.try_send(Msg::Server(id.clone(), Observation::Task(Box::new(seen))));
+        })
     }
 
     async fn send(&self, event: Observation) {

@@ -202,14 +202,19 @@ impl LegacyLink {
 
     /// POST `body`, with the current token; one retry with a fresh token
     /// when OAuth credentials are refused, and (when `again` allows) one on
-    /// a fresh connection when a kept-alive one was closed under it.
+    /// a fresh connection when a kept-alive one was closed under it. `name`
+    /// goes in `Mcp-Name` (a task's id, for a balancer to route its polls).
     async fn post(
         &self,
         body: &str,
         until: Instant,
         again: bool,
+        name: Option<&str>,
     ) -> Result<reqwest::Response, CallError> {
         let mut route = self.route();
+        if let Some(v) = name.and_then(|n| reqwest::header::HeaderValue::from_str(n).ok()) {
+            Arc::make_mut(&mut route).insert("mcp-name", v);
+        }
         let mut sent = None;
         if let Some(tokens) = &self.tokens {
             let token = tokens
@@ -287,7 +292,10 @@ impl LegacyLink {
         let body = msg.to_string();
         let window = Window::new(deadlines);
         let again = super::reset::idempotent(method);
-        let response = match self.post(&body, window.next(), again).await {
+        let task = msg["params"]["taskId"]
+            .as_str()
+            .filter(|_| method.starts_with("tasks/"));
+        let response = match self.post(&body, window.next(), again, task).await {
             Err(CallError::Idle) => return Err(window.expired()),
             r => r?,
         };
@@ -381,7 +389,7 @@ impl LegacyLink {
         let link = self.clone();
         tokio::spawn(async move {
             let until = Instant::now() + CANCEL_TIMEOUT;
-            let _ = link.post(&body, until, false).await;
+            let _ = link.post(&body, until, false, None).await;
         });
     }
 

@@ -114,6 +114,18 @@ pub trait Session: Send + Sync {
     /// the call pushes `timeout` back, never past `max`; on expiry the call
     /// is cancelled the way the era requires and the session stays open.
     fn call_tool(&self, call: ToolCall) -> BoxFuture<'_, Result<CallToolResult, ToolCallError>>;
+    /// Send one request whose result is read as JSON: the tasks methods,
+    /// whose shapes differ between the eras. Over HTTP a request about a
+    /// task carries its id in `Mcp-Name`.
+    fn request_json(
+        &self,
+        method: &'static str,
+        params: serde_json::Value,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<serde_json::Value, RequestError>> {
+        let _ = (method, params, timeout);
+        Box::pin(std::future::ready(Err(RequestError::Unexpected)))
+    }
     /// Resolves when the transport is definitively gone (the stdio child
     /// exited), with a description; never resolves for HTTP.
     fn gone(&self) -> BoxFuture<'_, String>;

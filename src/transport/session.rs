@@ -15,8 +15,9 @@ use tokio::time::Instant;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
-    ClientRequest, DiscoverRequest, DiscoverRequestParams, Implementation, ListToolsRequest,
-    PaginatedRequestParams, PingRequest, ProgressNotificationParam, ProtocolVersion, ServerResult,
+    ClientRequest, CustomRequest, DiscoverRequest, DiscoverRequestParams, Implementation,
+    ListToolsRequest, PaginatedRequestParams, PingRequest, ProgressNotificationParam,
+    ProtocolVersion, ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
 use rmcp::{ClientHandler, RoleClient};
@@ -399,6 +400,32 @@ async fn rmcp_tool_call(
 }
 
 impl McpSession {
+    /// A request rmcp does not type for both eras. rmcp reads every result
+    /// into its own union and gives it back as JSON; what it drops of a
+    /// shape it half knows (a 2025-11-25 `tasks/get`'s `pollInterval`), the
+    /// caller takes from the answer that created the task.
+    async fn json_request(
+        &self,
+        method: &'static str,
+        params: serde_json::Value,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, RequestError> {
+        match &self.link {
+            Carrier::Legacy(lean) => {
+                let id = format!("mcpmon-{}", lean.link.next_number());
+                self.legacy_call(&id, method, Some(params), None, Deadlines::within(timeout))
+                    .await
+                    .map_err(|e| e.into_request_error(timeout))
+            }
+            Carrier::Rmcp(_) => {
+                let request =
+                    ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)));
+                let result = self.request(request, timeout).await?;
+                serde_json::to_value(result).map_err(|_| RequestError::Unexpected)
+            }
+        }
+    }
+
     async fn request(
         &self,
         request: ClientRequest,
@@ -454,6 +481,15 @@ impl Session for McpSession {
 
     fn call_tool(&self, call: ToolCall) -> BoxFuture<'_, Result<CallToolResult, ToolCallError>> {
         Box::pin(self.tool_call(call))
+    }
+
+    fn request_json(
+        &self,
+        method: &'static str,
+        params: serde_json::Value,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<serde_json::Value, RequestError>> {
+        Box::pin(self.json_request(method, params, timeout))
     }
 
     fn gone(&self) -> BoxFuture<'_, String> {

@@ -30,6 +30,31 @@ pub struct ToolInfo {
     /// Its annotations, kept when small ([`MAX_ANNOTATIONS`] as JSON),
     /// for conditions on the list.
     pub annotations: Option<Value>,
+    /// Whether it may be called as a task (`execution.taskSupport`).
+    pub task_support: TaskSupport,
+}
+
+/// What a tool's listing says of calling it as a task
+/// (`execution.taskSupport`, 2025-11-25).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// Not as a task (the default when the field is absent).
+    #[default]
+    Forbidden,
+    /// Either way.
+    Optional,
+    /// Only as a task.
+    Required,
+}
+
+impl TaskSupport {
+    fn of(tool: &Value) -> TaskSupport {
+        match tool["execution"]["taskSupport"].as_str() {
+            Some("optional") => TaskSupport::Optional,
+            Some("required") => TaskSupport::Required,
+            _ => TaskSupport::Forbidden,
+        }
+    }
 }
 
 /// Largest annotations object kept per tool, as JSON bytes.
@@ -94,6 +119,7 @@ impl Digested {
                     .filter(|a| a.is_object())
                     .filter(|a| serde_json::to_vec(a).is_ok_and(|b| b.len() <= MAX_ANNOTATIONS))
                     .cloned(),
+                task_support: TaskSupport::of(t),
             },
             raw_name,
             bytes,

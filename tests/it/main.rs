@@ -33,6 +33,7 @@ mod security;
 mod shape;
 mod sharding;
 mod status_page;
+mod tasks;
 mod third_party;
 mod tls;
 mod web;

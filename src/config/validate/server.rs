@@ -171,6 +171,7 @@ impl Validator<'_> {
                 Subject::ToolResult,
                 &under(p, "conditions"),
             ),
+            task: tp.task,
         }
     }
 

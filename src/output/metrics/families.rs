@@ -99,6 +99,10 @@ families! {
         "Duration of synthetic tool calls, answered or not.";
     ToolCallCancellations: "counter" "mcpmon_tool_call_cancellations_total" ["reason", "server", "tool"]
         "Synthetic tool calls cancelled, by which deadline fired.";
+    ToolTaskPolls: "counter" "mcpmon_tool_task_polls_total" ["server", "tool"]
+        "tasks/get requests of a tool probe called as a task.";
+    ToolTaskBusy: "gauge" "mcpmon_tool_task_busy" ["server", "tool"]
+        "1 while a tool probe's task works with its lastUpdatedAt advancing, 0 otherwise; absent for a tool never called as a task.";
     ChildCpu: "counter" "mcpmon_child_cpu_seconds_total" ["server"]
         "CPU time used by the stdio server's process tree.";
     ChildRss: "gauge" "mcpmon_child_resident_memory_bytes" ["server"]

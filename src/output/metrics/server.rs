@@ -102,6 +102,10 @@ fn descriptive(server: (&str, &str), r: &ServerRecord, x: Exposition, w: &mut Wr
     if let Some(m) = &r.status.maintenance {
         w.sample(Family::Maintenance, &[server, ("window", &m.window)], 1);
     }
+    for t in &r.status.tasks {
+        let labels = [server, ("tool", &*t.tool)];
+        w.sample(Family::ToolTaskBusy, &labels, u8::from(t.busy));
+    }
     if let Some(at) = v.tls_cert_expiry {
         w.sample(Family::TlsCertExpiry, &[server], Float(at));
     }
@@ -184,6 +188,9 @@ fn durations(server: (&str, &str), v: &Series, x: Exposition, w: &mut Writer) {
                 ("tool", t.tool.as_str()),
             ];
             w.sample(Family::ToolCallCancellations, &labels, n);
+        }
+        if let Some(n) = t.task_polls {
+            w.sample(Family::ToolTaskPolls, &labels, n);
         }
     }
 }

@@ -234,6 +234,7 @@ fn histograms_are_cumulative_and_counters_count() {
         request_timeout: Duration::from_secs(1),
         max_request_timeout: Duration::from_secs(2),
         conditions: vec![],
+        task: Default::default(),
     });
     add(&mut o, &s, now);
     event(&mut o, "a", opened(), now);

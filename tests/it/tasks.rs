@@ -1,0 +1,140 @@
+//! Task-aware tool probes, through the binary, against the reference
+//! `server-everything`'s task tool (`simulate-research-query`, 2025-11-25
+//! experimental tasks: four stages of a second each, `pollInterval` 1 s,
+//! `taskSupport: required`). While the task works the server reads busy
+//! evidence and stays healthy; after, it is healthy, with one call made,
+//! one session, and polls no faster than the server asked.
+//!
+//! Over Streamable HTTP the probe is left to `task: auto`, which reads
+//! `taskSupport` from the listing. Over stdio it says `task: always`: rmcp
+//! (which carries stdio sessions) drops a listed tool's `execution` field.
+
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+/// Node starts in a second or two; on a loaded host, more.
+const SETTLE: Duration = Duration::from_secs(40);
+const TOOL: &str = "simulate-research-query";
+
+fn probe(task: &str) -> String {
+    // The interval is long: one call in the test, whose task outlives
+    // many liveness probes.
+    format!(
+        "    tool_probes:\n      - tool: {TOOL}\n        arguments: {{topic: monitoring}}\n        \
+         interval: 1h\n        request_timeout: 5s\n        max_request_timeout: 60s\n{task}"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_probe_reads_busy_while_the_task_works_and_healthy_after_with_one_call() {
+    require!(installed("tests/node/node_modules"));
+    let bin = everything_bin();
+    let port = free_port();
+    let env = [("PORT", port.to_string())];
+    let server = third_party_http(&bin, &["streamableHttp"], &env, port).await;
+    let yaml = format!(
+        "{FAST_GLOBAL}servers:\n  - id: research-http\n    transport: http\n    url: {}\n{}  \
+         - id: research-stdio\n    transport: stdio\n    command: {bin:?}\n    args: [stdio]\n{}",
+        server.url,
+        probe(""),
+        probe("        task: always\n"),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("fleet.yaml");
+    std::fs::write(&cfg, &yaml).expect("write");
+    let mon = Binary::start(&cfg, &[]).await;
+    tokio::join!(
+        follow(&mon, "research-http"),
+        follow(&mon, "research-stdio")
+    );
+    drop(server);
+}
+
+/// Follow server `id`'s one task probe from busy to done.
+async fn follow(mon: &Binary, id: &str) {
+    mon.wait_status(id, "healthy", SETTLE).await;
+    // Busy: the task works, its lastUpdatedAt advancing; the server is
+    // healthy all along.
+    let start = Instant::now();
+    let busy = loop {
+        let (_, v) = mon.server(id).await;
+        let task = &v["tasks"][0];
+        if task["busy"] == true {
+            break v;
+        }
+        assert!(
+            task["status"] != "completed",
+            "the task ended before a poll saw it busy: {v}"
+        );
+        assert!(start.elapsed() < SETTLE, "no busy task seen: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let task = &busy["tasks"][0];
+    assert_eq!(busy["status"], "healthy", "{busy}");
+    assert_eq!(task["tool"], TOOL, "{busy}");
+    assert_eq!(task["status"], "working", "{busy}");
+    assert!(
+        task["task_id"].as_str().is_some_and(|s| !s.is_empty()),
+        "{busy}"
+    );
+    let (_, m) = mon.get("/metrics").await;
+    let busy_series = format!(r#"mcpmon_tool_task_busy{{server="{id}",tool="{TOOL}"}}"#);
+    assert_eq!(metric(&m, &busy_series), Some(1.0), "{m}");
+
+    // Completed: the result was read, the server is healthy, nothing was
+    // called twice, no session rebuilt.
+    let done = loop {
+        let (_, v) = mon.server(id).await;
+        if v["tasks"][0]["status"] == "completed" && v["tasks"][0]["busy"] == false {
+            break v;
+        }
+        assert_eq!(v["status"], "healthy", "healthy while the task works: {v}");
+        assert!(start.elapsed() < SETTLE, "the task never completed: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let took = start.elapsed();
+    assert_eq!(done["status"], "healthy", "{done}");
+    assert_eq!(
+        done["sessions"], 1,
+        "a busy server is never rebuilt: {done}"
+    );
+    let (_, m) = mon.get("/metrics").await;
+    let tool = |family: &str| format!(r#"{family}{{server="{id}",tool="{TOOL}"}}"#);
+    assert_eq!(metric(&m, &busy_series), Some(0.0), "{m}");
+    assert_eq!(
+        metric(
+            &m,
+            &format!(r#"mcpmon_probes_total{{probe="tool",server="{id}"}}"#)
+        ),
+        Some(1.0),
+        "one call, one execution: {m}"
+    );
+    assert_eq!(
+        metric(&m, &tool("mcpmon_tool_call_duration_seconds_count")),
+        Some(1.0),
+        "{m}"
+    );
+    let failures = m
+        .lines()
+        .filter(|l| {
+            l.starts_with("mcpmon_probe_failures_total")
+                && l.contains("probe=\"tool\"")
+                && l.contains(&format!("server=\"{id}\""))
+        })
+        .filter(|l| !l.ends_with(" 0"))
+        .collect::<Vec<_>>();
+    assert!(failures.is_empty(), "the task probe failed: {failures:?}");
+    // Four stages of a second: at least three polls, and (at one a
+    // second, never faster) no more than the seconds it took, plus one.
+    let polls = metric(&m, &tool("mcpmon_tool_task_polls_total")).expect("polls counted");
+    assert!(
+        polls >= 3.0 && polls <= took.as_secs_f64() + 1.0,
+        "{id}: {polls} polls in {took:?}"
+    );
+    let called = metric(&m, &tool("mcpmon_tool_call_duration_seconds_sum")).expect("duration");
+    assert!(
+        called >= 3.5,
+        "the call spans the task's four stages: {called}"
+    );
+}
