@@ -174,6 +174,8 @@ pub struct Series {
     pub tools_invalid: usize,
     /// Unix time the HTTPS server's presented chain first expires.
     pub tls_cert_expiry: Option<f64>,
+    /// The TLS version its latest handshake spoke.
+    pub tls_version: Option<&'static str>,
     /// Evaluations of a condition that did not hold, by condition name.
     pub condition_failures: Counters<std::sync::Arc<str>>,
 }
@@ -252,6 +254,7 @@ impl Series {
             Observation::Certificate(c) => {
                 let at = c.not_after.duration_since(std::time::UNIX_EPOCH);
                 self.tls_cert_expiry = Some(at.map_or(0.0, |d| d.as_secs_f64()));
+                self.tls_version = c.version.or(self.tls_version);
             }
             Observation::Credentials(c) => {
                 self.token_expiry = c.map(|c| {

@@ -2,7 +2,8 @@
 //! client certificate, the name to verify, whether to verify at all, the
 //! least version), and the certificates they present: every handshake's
 //! chain is read for its earliest `notAfter`, which the supervisor
-//! reports as `mcpmon_server_tls_cert_expiry_timestamp_seconds`.
+//! reports as `mcpmon_server_tls_cert_expiry_timestamp_seconds`, and the
+//! version the handshake spoke is read from which signature it verified.
 //!
 //! Each HTTPS server gets a client of its own built here, so what one
 //! server presents is never credited to another.
@@ -21,6 +22,9 @@ use crate::config::{TlsSpec, TlsVersion};
 pub struct PeerCertificate {
     /// The earliest `notAfter` in the presented chain.
     pub not_after: SystemTime,
+    /// The TLS version of the handshake (`TLS 1.2`, `TLS 1.3`), once its
+    /// signature was verified.
+    pub version: Option<&'static str>,
 }
 
 /// What a client's handshakes saw, shared with the verifier.
@@ -43,7 +47,16 @@ impl Seen {
             })
             .min();
         if let Some(not_after) = earliest {
-            *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(PeerCertificate { not_after });
+            let version = None;
+            *self.0.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(PeerCertificate { not_after, version });
+        }
+    }
+
+    /// The handshake whose chain was recorded last speaks `version`.
+    fn spoke(&self, version: &'static str) {
+        if let Some(c) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            c.version = Some(version);
         }
     }
 }
@@ -201,6 +214,8 @@ impl ServerCertVerifier for Recording {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        // rustls asks for the signature check of the version it speaks.
+        self.seen.spoke("TLS 1.2");
         self.inner.verify_tls12_signature(message, cert, dss)
     }
 
@@ -210,6 +225,7 @@ impl ServerCertVerifier for Recording {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.seen.spoke("TLS 1.3");
         self.inner.verify_tls13_signature(message, cert, dss)
     }
 

@@ -1,7 +1,8 @@
 //! HTTPS servers behind a real TLS terminator (HAProxy) with certificates
 //! of known dates: a private CA and a server name configured with `tls:`,
 //! the expiry series equal to the certificate's `notAfter`, and an expired
-//! certificate read as unhealthy with its own reason.
+//! certificate read as unhealthy with its own reason; the version each
+//! handshake spoke.
 
 use std::time::Duration;
 
@@ -31,7 +32,7 @@ async fn certificates_of_known_dates_are_reported_and_an_expired_one_is_unhealth
         "20200102000000Z",
     );
     let upstream = demo_http(&["--name", "behind-tls"], 0).await;
-    let (good_port, old_port) = (free_port(), free_port());
+    let (good_port, old_port, v12_port) = (free_port(), free_port(), free_port());
     let cfg = dir.path().join("haproxy.cfg");
     std::fs::write(
         &cfg,
@@ -39,9 +40,11 @@ async fn certificates_of_known_dates_are_reported_and_an_expired_one_is_unhealth
             "global\n  maxconn 256\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 30s\n  timeout server 30s\n\
              frontend good\n  bind 127.0.0.1:{good_port} ssl crt {}\n  default_backend be\n\
              frontend old\n  bind 127.0.0.1:{old_port} ssl crt {}\n  default_backend be\n\
+             frontend v12\n  bind 127.0.0.1:{v12_port} ssl crt {} ssl-max-ver TLSv1.2\n  default_backend be\n\
              backend be\n  server s1 127.0.0.1:{}\n",
             good_pem.display(),
             old_pem.display(),
+            good_pem.display(),
             upstream.port
         ),
     )
@@ -60,13 +63,15 @@ async fn certificates_of_known_dates_are_reported_and_an_expired_one_is_unhealth
             "{FAST_GLOBAL}servers:\n  \
              - {{id: private-ca, transport: http, url: 'https://127.0.0.1:{good_port}/mcp', tls: {{ca_file: {good:?}, server_name: mcp.internal, min_version: TLS12}}}}\n  \
              - {{id: expired, transport: http, url: 'https://127.0.0.1:{old_port}/mcp', tls: {{ca_file: {old:?}}}}}\n  \
-             - {{id: wrong-name, transport: http, url: 'https://127.0.0.1:{good_port}/mcp', tls: {{ca_file: {good:?}}}}}\n",
+             - {{id: wrong-name, transport: http, url: 'https://127.0.0.1:{good_port}/mcp', tls: {{ca_file: {good:?}}}}}\n  \
+             - {{id: tls12, transport: http, url: 'https://127.0.0.1:{v12_port}/mcp', tls: {{ca_file: {good:?}, server_name: mcp.internal}}}}\n",
         ),
     )
     .expect("write");
     let mon = Binary::start(&fleet, &[]).await;
     let within = Duration::from_secs(30);
     mon.wait_status("private-ca", "healthy", within).await;
+    mon.wait_status("tls12", "healthy", within).await;
     let v = mon.wait_status("expired", "unhealthy", within).await;
     assert_eq!(v["reason"], "tls_failed", "{v}");
     assert!(
@@ -96,4 +101,16 @@ async fn certificates_of_known_dates_are_reported_and_an_expired_one_is_unhealth
         "a refused certificate's date is reported too: {m}"
     );
     assert_eq!(expiry("wrong-name"), Some(GOOD_NOT_AFTER), "{m}");
+    let spoke = |id: &str, version: &str| {
+        metric(
+            &m,
+            &format!(r#"mcpmon_server_tls_version_info{{server="{id}",version="{version}"}}"#),
+        )
+    };
+    assert_eq!(spoke("private-ca", "TLS 1.3"), Some(1.0), "{m}");
+    assert_eq!(spoke("tls12", "TLS 1.2"), Some(1.0), "{m}");
+    assert!(
+        !m.contains(r#"mcpmon_server_tls_version_info{server="expired""#),
+        "a refused handshake spoke no version: {m}"
+    );
 }

@@ -63,6 +63,8 @@ families! {
         "1 while the server is in a maintenance window (the shipped alerts stay silent for it); absent otherwise.";
     TlsCertExpiry: "gauge" "mcpmon_server_tls_cert_expiry_timestamp_seconds" ["server"]
         "Unix time the earliest certificate in the chain the HTTPS server presented expires.";
+    TlsVersion: "gauge" "mcpmon_server_tls_version_info" ["server", "version"]
+        "The TLS version the HTTPS server's latest handshake spoke (always 1).";
     ConditionFailures: "counter" "mcpmon_condition_failures_total" ["condition", "server"]
         "Evaluations of a condition the operator wrote that did not hold.";
     ToolsInvalid: "gauge" "mcpmon_server_tools_invalid" ["server"]

@@ -109,6 +109,9 @@ fn descriptive(server: (&str, &str), r: &ServerRecord, x: Exposition, w: &mut Wr
     if let Some(at) = v.tls_cert_expiry {
         w.sample(Family::TlsCertExpiry, &[server], Float(at));
     }
+    if let Some(version) = v.tls_version {
+        w.sample(Family::TlsVersion, &[server, ("version", version)], 1);
+    }
     if let (Some(n), true) = (v.child_rss, x.detail) {
         w.sample(Family::ChildRss, &[server], n);
     }
