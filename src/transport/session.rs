@@ -17,7 +17,7 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
     ClientRequest, CustomRequest, DiscoverRequest, DiscoverRequestParams, Implementation,
     ListToolsRequest, PaginatedRequestParams, PingRequest, ProgressNotificationParam,
-    ProtocolVersion, ServerResult,
+    ProtocolVersion, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
 use rmcp::{ClientHandler, RoleClient};
@@ -418,9 +418,18 @@ impl McpSession {
                     .map_err(|e| e.into_request_error(timeout))
             }
             Carrier::Rmcp(_) => {
+                // rmcp writes its own per-request envelope into `_meta`
+                // (2026-07-28) over what the params carry; `_meta` given as
+                // options goes on top of it, so an opt-in (the tasks
+                // extension in `clientCapabilities`) survives.
+                let mut params = params;
+                let meta = match params.as_object_mut().and_then(|p| p.remove("_meta")) {
+                    Some(serde_json::Value::Object(m)) => Some(RequestMetaObject(m.into())),
+                    _ => None,
+                };
                 let request =
                     ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)));
-                let result = self.request(request, timeout).await?;
+                let result = self.request_with(request, timeout, meta).await?;
                 serde_json::to_value(result).map_err(|_| RequestError::Unexpected)
             }
         }
@@ -431,18 +440,27 @@ impl McpSession {
         request: ClientRequest,
         timeout: Duration,
     ) -> Result<ServerResult, RequestError> {
+        self.request_with(request, timeout, None).await
+    }
+
+    /// A request through rmcp, with `meta` put into its `_meta` last.
+    async fn request_with(
+        &self,
+        request: ClientRequest,
+        timeout: Duration,
+        meta: Option<RequestMetaObject>,
+    ) -> Result<ServerResult, RequestError> {
         let Carrier::Rmcp(service) = &self.link else {
             return Err(RequestError::Unexpected);
         };
         let peer = service.peer();
+        let mut options = PeerRequestOptions::with_timeout(timeout);
+        options.meta = meta;
         // The send itself can block on a full channel; the deadline covers it too.
-        let sent = tokio::time::timeout(
-            timeout,
-            peer.send_request_with_option(request, PeerRequestOptions::with_timeout(timeout)),
-        )
-        .await
-        .map_err(|_| RequestError::Timeout(timeout))?
-        .map_err(|e| classify(e, timeout))?;
+        let sent = tokio::time::timeout(timeout, peer.send_request_with_option(request, options))
+            .await
+            .map_err(|_| RequestError::Timeout(timeout))?
+            .map_err(|e| classify(e, timeout))?;
         sent.await_response()
             .await
             .map_err(|e| classify(e, timeout))

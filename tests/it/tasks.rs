@@ -139,3 +139,111 @@ async fn follow(mon: &Binary, id: &str, start: Instant) {
         "the call spans the task's four stages: {called}"
     );
 }
+
+/// A 2026-07-28 task server on the Python SDK's extension interface
+/// (`tests/python/task_server.py`), logging to `log`.
+async fn task_server(log: &std::path::Path, env: &[(&str, String)]) -> Spawned {
+    let port = free_port();
+    let script = repo().join("tests/python/task_server.py");
+    let args = [
+        script.to_str().expect("utf-8"),
+        &port.to_string(),
+        log.to_str().expect("utf-8"),
+    ];
+    third_party_http(&python("modern"), &args, env, port).await
+}
+
+fn logged(log: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_task_is_polled_with_its_id_in_mcp_name_and_one_that_stops_advancing_is_stuck() {
+    require!(installed("tests/python/.venv-modern"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (works, stalls) = (dir.path().join("works.log"), dir.path().join("stalls.log"));
+    let working = task_server(&works, &[]).await;
+    let stuck = task_server(&stalls, &[("STUCK_AFTER", "1".into())]).await;
+    // rmcp drops a listed tool's `execution`: the probes say `always`.
+    let server = |id: &str, url: &str| {
+        format!(
+            "  - id: {id}\n    transport: http\n    url: {url}\n    tool_probes:\n      - tool: research\n        \
+             arguments: {{topic: monitoring}}\n        interval: 1h\n        request_timeout: 5s\n        \
+             max_request_timeout: 60s\n        task: always\n        conditions:\n          \
+             - {{name: done-{id}, expr: 'result.json.done == true'}}\n"
+        )
+    };
+    let yaml = format!(
+        "{FAST_GLOBAL}servers:\n{}{}",
+        server("works", &working.url),
+        server("stalls", &stuck.url)
+    );
+    let cfg = dir.path().join("fleet.yaml");
+    std::fs::write(&cfg, &yaml).expect("write");
+    let start = Instant::now();
+    let mon = Binary::start(&cfg, &[]).await;
+
+    // The one that works: busy while healthy, then done, its result's
+    // condition holding, every poll carrying the task's id in Mcp-Name.
+    let done = loop {
+        let (_, v) = mon.server("works").await;
+        if v["tasks"][0]["status"] == "completed" {
+            break v;
+        }
+        assert!(start.elapsed() < SETTLE, "the task never completed: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(done["status"], "healthy", "{done}");
+    assert_eq!(done["era"], "modern", "{done}");
+    let lines = logged(&works);
+    let created: Vec<_> = lines.iter().filter(|l| l["method"] == "create").collect();
+    assert_eq!(created.len(), 1, "one task: {lines:?}");
+    let polls: Vec<_> = lines
+        .iter()
+        .filter(|l| l["method"] == "tasks/get")
+        .collect();
+    assert!(polls.len() >= 3, "polled while it worked: {lines:?}");
+    for p in &polls {
+        assert_eq!(
+            p["mcp_name"], p["task"],
+            "Mcp-Name carries the task id: {p}"
+        );
+    }
+    let (_, m) = mon.get("/metrics").await;
+    assert!(
+        !m.contains(r#"condition="done-works""#),
+        "the result was read: {m}"
+    );
+
+    // The one that stops advancing: stuck once its ttl (2 s) passes
+    // without change, cancelled, and unhealthy for it.
+    let v = mon.wait_status("stalls", "unhealthy", SETTLE).await;
+    assert_eq!(v["reason"], "task_stuck", "{v}");
+    let detail = v["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("tool research") && detail.contains("unchanged for 2s"),
+        "{detail}"
+    );
+    assert_eq!(v["sessions"], 1, "a stuck task rebuilds no session: {v}");
+    let lines = logged(&stalls);
+    let cancels: Vec<_> = lines
+        .iter()
+        .filter(|l| l["method"] == "tasks/cancel")
+        .collect();
+    assert_eq!(cancels.len(), 1, "{lines:?}");
+    assert_eq!(cancels[0]["mcp_name"], cancels[0]["task"], "{lines:?}");
+    let (_, m) = mon.get("/metrics").await;
+    assert_eq!(
+        metric(
+            &m,
+            r#"mcpmon_probe_failures_total{probe="tool",reason="task_stuck",server="stalls"}"#
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    drop((working, stuck));
+}
