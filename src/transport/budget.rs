@@ -24,6 +24,7 @@
 //!
 //! rmcp has no hook for any of this, hence the wrappers.
 
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -38,6 +39,8 @@ use rmcp::model::{
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::io::{AsyncRead, ReadBuf};
+
+use super::tools::TaskSupport;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -163,6 +166,9 @@ pub struct Meter {
     tokens: Mutex<Vec<(RequestId, ProgressToken)>>,
     /// Woken (and stored) by `notifications/tools/list_changed`.
     tools_changed: Notify,
+    /// Tools a stdio listing said may run as tasks, read off the raw line
+    /// ([`MeteredRead`]): rmcp's `Tool` drops `execution`.
+    task_support: Mutex<HashMap<String, TaskSupport>>,
 }
 
 impl Default for Meter {
@@ -182,7 +188,25 @@ impl Meter {
             tripped: Notify::new(),
             tokens: Mutex::new(Vec::new()),
             tools_changed: Notify::new(),
+            task_support: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// What a listing said of these tools' task support (each replaces
+    /// its tool's last word), kept for at most `MAX_TOOLS` tools.
+    fn note_task_support(&self, said: Vec<(String, TaskSupport)>) {
+        let mut kept = self.task_support.lock().unwrap_or_else(|p| p.into_inner());
+        for (name, support) in said {
+            if kept.len() < super::session::MAX_TOOLS || kept.contains_key(&name) {
+                kept.insert(name, support);
+            }
+        }
+    }
+
+    /// What the raw listing said of tool `name`'s task support, if it was read.
+    pub fn task_support(&self, name: &str) -> Option<TaskSupport> {
+        let kept = self.task_support.lock().unwrap_or_else(|p| p.into_inner());
+        kept.get(name).copied()
     }
 
     /// The budget it meters against.
@@ -321,16 +345,57 @@ impl Meter {
 }
 
 /// A reader that counts every byte against the meter; once the meter trips
-/// it reads end of stream.
+/// it reads end of stream. It also reads each line that mentions
+/// `taskSupport` (a tool listing) for what rmcp's types drop.
 pub struct MeteredRead<R> {
     inner: R,
     meter: Arc<Meter>,
+    /// The line being read, unless it grew past [`SNIFF_BYTES`].
+    line: Vec<u8>,
+    long: bool,
 }
+
+/// Longest line read for task support: a listing's page is parsed on the
+/// reading task, so a longer one goes unread (its tools then run as tasks
+/// only with `task: always`).
+const SNIFF_BYTES: usize = 1 << 20;
+/// Largest line buffer kept between lines.
+const KEPT_LINE_BYTES: usize = 64 << 10;
 
 impl<R> MeteredRead<R> {
     /// Meter what is read from `inner`.
     pub fn new(inner: R, meter: Arc<Meter>) -> Self {
-        MeteredRead { inner, meter }
+        MeteredRead {
+            inner,
+            meter,
+            line: Vec::new(),
+            long: false,
+        }
+    }
+
+    fn sniff(&mut self, mut bytes: &[u8]) {
+        loop {
+            let end = memchr::memchr(b'\n', bytes);
+            let part = &bytes[..end.unwrap_or(bytes.len())];
+            if !self.long && self.line.len() + part.len() <= SNIFF_BYTES {
+                self.line.extend_from_slice(part);
+            } else {
+                (self.long, self.line) = (true, Vec::new());
+            }
+            let Some(end) = end else { return };
+            if !self.long && memchr::memmem::find(&self.line, b"\"taskSupport\"").is_some() {
+                self.meter
+                    .note_task_support(super::tools::task_support_in(&self.line));
+            }
+            // A big line's buffer is not kept for the session's life.
+            if self.line.capacity() > KEPT_LINE_BYTES {
+                self.line = Vec::new();
+            } else {
+                self.line.clear();
+            }
+            self.long = false;
+            bytes = &bytes[end + 1..];
+        }
     }
 }
 
@@ -350,6 +415,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for MeteredRead<R> {
             if n > 0 && !self.meter.bytes(n, Instant::now()) {
                 // What was just read is not handed on: the stream ends here.
                 buf.set_filled(before);
+            } else if n > 0 {
+                let this = &mut *self;
+                this.sniff(&buf.filled()[before..]);
             }
         }
         polled

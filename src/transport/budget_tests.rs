@@ -160,3 +160,52 @@ async fn a_metered_reader_ends_the_stream_past_the_budget() {
     );
     assert_eq!(meter.breach(), Some(Breach::Bytes));
 }
+
+/// Reads of seven bytes at most: lines arrive in many pieces.
+struct Sevens<'a>(&'a [u8]);
+
+impl tokio::io::AsyncRead for Sevens<'_> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let n = self.0.len().min(7).min(buf.remaining());
+        buf.put_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+#[tokio::test]
+async fn a_stdio_listing_s_task_support_is_read_off_its_line_whatever_the_chunks() {
+    use super::super::tools::TaskSupport;
+    let listing = br#"{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"a","inputSchema":{},"execution":{"taskSupport":"required"}},{"name":"b","inputSchema":{},"execution":{"taskSupport":"optional"}},{"name":"c","inputSchema":{}}]}}"#;
+    let mut stream = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n".to_vec();
+    stream.extend_from_slice(listing);
+    stream.extend_from_slice(b"\n");
+    // A line longer than the sniffer reads goes unread, and the next is read.
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"result":{{"tools":[{{"name":"y","description":"{}","inputSchema":{{}},"execution":{{"taskSupport":"required"}}}}]}}}}"#,
+        "d".repeat(SNIFF_BYTES)
+    );
+    stream.extend_from_slice(long.as_bytes());
+    stream.extend_from_slice(b"\n");
+    let renamed = String::from_utf8_lossy(listing).replace(r#""name":"a""#, r#""name":"z""#);
+    stream.extend_from_slice(renamed.as_bytes());
+    stream.extend_from_slice(b"\n");
+    let meter = Arc::new(Meter::default());
+    let mut r = MeteredRead::new(Sevens(&stream), meter.clone());
+    let mut got = Vec::new();
+    r.read_to_end(&mut got).await.expect("read");
+    assert_eq!(got, stream, "every byte handed on");
+    assert_eq!(meter.task_support("a"), Some(TaskSupport::Required));
+    assert_eq!(meter.task_support("b"), Some(TaskSupport::Optional));
+    assert_eq!(meter.task_support("c"), Some(TaskSupport::Forbidden));
+    assert_eq!(
+        meter.task_support("z"),
+        Some(TaskSupport::Required),
+        "read after the long line"
+    );
+    assert_eq!(meter.task_support("y"), None);
+}

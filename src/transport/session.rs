@@ -304,6 +304,12 @@ impl McpSession {
             }
         }
         let mut surface = ToolSurface::from_digests(kept);
+        // What rmcp dropped, a stdio line may have said (see `MeteredRead`).
+        for t in &mut surface.tools {
+            if let Some(support) = self.meter.task_support(&t.name) {
+                t.task_support = support;
+            }
+        }
         surface.ttl = ttl;
         surface.truncated = truncated;
         Ok(surface)

@@ -47,6 +47,22 @@ pub enum TaskSupport {
     Required,
 }
 
+/// The task support of every tool in a raw `tools/list` answer (one
+/// JSON-RPC message), for a listing read through rmcp, whose `Tool` keeps
+/// no `execution`.
+pub fn task_support_in(message: &[u8]) -> Vec<(String, TaskSupport)> {
+    let Ok(v) = serde_json::from_slice::<Value>(message) else {
+        return Vec::new();
+    };
+    let Some(tools) = v["result"]["tools"].as_array() else {
+        return Vec::new();
+    };
+    tools
+        .iter()
+        .filter_map(|t| Some((t["name"].as_str()?.to_owned(), TaskSupport::of(t))))
+        .collect()
+}
+
 impl TaskSupport {
     fn of(tool: &Value) -> TaskSupport {
         match tool["execution"]["taskSupport"].as_str() {

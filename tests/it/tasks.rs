@@ -5,9 +5,10 @@
 //! evidence and stays healthy; after, it is healthy, with one call made,
 //! one session, and polls no faster than the server asked.
 //!
-//! Over Streamable HTTP the probe is left to `task: auto`, which reads
-//! `taskSupport` from the listing. Over stdio it says `task: always`: rmcp
-//! (which carries stdio sessions) drops a listed tool's `execution` field.
+//! Both probes are left to `task: auto`, which reads `taskSupport` from the
+//! listing: over Streamable HTTP from mcpmon's own legacy link, over stdio
+//! from the raw line (rmcp, which carries stdio sessions, drops a listed
+//! tool's `execution`).
 
 use std::time::{Duration, Instant};
 
@@ -38,7 +39,7 @@ async fn a_task_probe_reads_busy_while_the_task_works_and_healthy_after_with_one
          - id: research-stdio\n    transport: stdio\n    command: {bin:?}\n    args: [stdio]\n{}",
         server.url,
         probe(""),
-        probe("        task: always\n"),
+        probe(""),
     );
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("fleet.yaml");
