@@ -193,11 +193,11 @@ impl Meter {
     }
 
     /// What a listing said of these tools' task support (each replaces
-    /// its tool's last word), kept for at most `MAX_TOOLS` tools.
+    /// its tool's last word), kept for at most [`TASK_SUPPORT_KEPT`] tools.
     fn note_task_support(&self, said: Vec<(String, TaskSupport)>) {
         let mut kept = self.task_support.lock().unwrap_or_else(|p| p.into_inner());
         for (name, support) in said {
-            if kept.len() < super::session::MAX_TOOLS || kept.contains_key(&name) {
+            if kept.len() < TASK_SUPPORT_KEPT || kept.contains_key(&name) {
                 kept.insert(name, support);
             }
         }
@@ -359,6 +359,8 @@ pub struct MeteredRead<R> {
 /// reading task, so a longer one goes unread (its tools then run as tasks
 /// only with `task: always`).
 const SNIFF_BYTES: usize = 1 << 20;
+/// Most tools whose task support is kept: as many as a listing reads.
+const TASK_SUPPORT_KEPT: usize = 1024;
 /// Largest line buffer kept between lines.
 const KEPT_LINE_BYTES: usize = 64 << 10;
 

@@ -84,12 +84,16 @@ async fn follow(mon: &Binary, id: &str, start: Instant) {
     let busy_series = format!(r#"mcpmon_tool_task_busy{{server="{id}",tool="{TOOL}"}}"#);
     assert_eq!(metric(&m, &busy_series), Some(1.0), "{m}");
 
-    // Completed: the result was read, the server is healthy, nothing was
-    // called twice, no session rebuilt.
-    let done = loop {
+    // Completed: the result was read (the probe ended: its call is
+    // recorded, which comes after the poll that saw `completed`), the
+    // server is healthy, nothing was called twice, no session rebuilt.
+    let tool = |family: &str| format!(r#"{family}{{server="{id}",tool="{TOOL}"}}"#);
+    let calls = tool("mcpmon_tool_call_duration_seconds_count");
+    let (done, m) = loop {
         let (_, v) = mon.server(id).await;
-        if v["tasks"][0]["status"] == "completed" && v["tasks"][0]["busy"] == false {
-            break v;
+        let (_, m) = mon.get("/metrics").await;
+        if v["tasks"][0]["status"] == "completed" && metric(&m, &calls).is_some() {
+            break (v, m);
         }
         assert_eq!(v["status"], "healthy", "healthy while the task works: {v}");
         assert!(start.elapsed() < SETTLE, "the task never completed: {v}");
@@ -97,12 +101,11 @@ async fn follow(mon: &Binary, id: &str, start: Instant) {
     };
     let took = start.elapsed();
     assert_eq!(done["status"], "healthy", "{done}");
+    assert_eq!(done["tasks"][0]["busy"], false, "{done}");
     assert_eq!(
         done["sessions"], 1,
         "a busy server is never rebuilt: {done}"
     );
-    let (_, m) = mon.get("/metrics").await;
-    let tool = |family: &str| format!(r#"{family}{{server="{id}",tool="{TOOL}"}}"#);
     assert_eq!(metric(&m, &busy_series), Some(0.0), "{m}");
     assert_eq!(
         metric(
@@ -112,11 +115,7 @@ async fn follow(mon: &Binary, id: &str, start: Instant) {
         Some(1.0),
         "one call, one execution: {m}"
     );
-    assert_eq!(
-        metric(&m, &tool("mcpmon_tool_call_duration_seconds_count")),
-        Some(1.0),
-        "{m}"
-    );
+    assert_eq!(metric(&m, &calls), Some(1.0), "{m}");
     let failures = m
         .lines()
         .filter(|l| {
@@ -190,10 +189,14 @@ async fn a_2026_task_is_polled_with_its_id_in_mcp_name_and_one_that_stops_advanc
 
     // The one that works: busy while healthy, then done, its result's
     // condition holding, every poll carrying the task's id in Mcp-Name.
-    let done = loop {
+    // Done once the probe ended: its call is recorded (after the poll
+    // that saw `completed`), its condition evaluated.
+    let calls = r#"mcpmon_tool_call_duration_seconds_count{server="works",tool="research"}"#;
+    let (done, m) = loop {
         let (_, v) = mon.server("works").await;
-        if v["tasks"][0]["status"] == "completed" {
-            break v;
+        let (_, m) = mon.get("/metrics").await;
+        if v["tasks"][0]["status"] == "completed" && metric(&m, calls).is_some() {
+            break (v, m);
         }
         assert!(start.elapsed() < SETTLE, "the task never completed: {v}");
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -214,7 +217,14 @@ async fn a_2026_task_is_polled_with_its_id_in_mcp_name_and_one_that_stops_advanc
             "Mcp-Name carries the task id: {p}"
         );
     }
-    let (_, m) = mon.get("/metrics").await;
+    // Read and judged: no failure, and its condition held.
+    let failed = m.lines().any(|l| {
+        l.starts_with("mcpmon_probe_failures_total")
+            && l.contains(r#"probe="tool""#)
+            && l.contains(r#"server="works""#)
+            && !l.ends_with(" 0")
+    });
+    assert!(!failed, "the task probe failed: {m}");
     assert!(
         !m.contains(r#"condition="done-works""#),
         "the result was read: {m}"
