@@ -105,7 +105,9 @@ impl Snapshot {
     /// `ttlMs`/`pollIntervalMs` are both read.
     pub fn read(v: &Value) -> Option<Snapshot> {
         let t = if v["task"].is_object() { &v["task"] } else { v };
-        let id = t["taskId"].as_str()?;
+        // The id is sent back as is, and named in details and logs: a
+        // longer one than any server needs is no task.
+        let id = t["taskId"].as_str().filter(|id| id.len() <= MAX_ID_BYTES)?;
         let status = TaskStatus::parse(t["status"].as_str()?)?;
         let ms = |keys: [&str; 2]| {
             keys.iter()
@@ -122,6 +124,9 @@ impl Snapshot {
         })
     }
 }
+
+/// Longest task id accepted.
+pub const MAX_ID_BYTES: usize = 256;
 
 /// Fastest polling when the server names no interval, and the floor under
 /// one it names (a server asking for 0 ms gets 100).
@@ -188,6 +193,8 @@ impl Track {
         if let Some(p) = s.poll {
             self.poll = p.max(MIN_POLL);
         }
+        // The id as words go (it is sent back raw).
+        let id = truncate(&s.id, 128);
         let said = || {
             s.message
                 .as_deref()
@@ -197,17 +204,17 @@ impl Track {
             TaskStatus::Completed => Step::Completed,
             TaskStatus::Failed => Step::Ended(
                 FailureReason::TaskFailed,
-                format!("task {} failed{}", s.id, said()),
+                format!("task {} failed{}", id, said()),
             ),
             TaskStatus::Cancelled => Step::Ended(
                 FailureReason::TaskFailed,
-                format!("task {} was cancelled by the server{}", s.id, said()),
+                format!("task {} was cancelled by the server{}", id, said()),
             ),
             TaskStatus::InputRequired => Step::Ended(
                 FailureReason::InputRequired,
                 format!(
                     "task {} asks for input, which a monitor cannot give{}",
-                    s.id,
+                    id,
                     said()
                 ),
             ),
@@ -216,7 +223,7 @@ impl Track {
                     FailureReason::TaskStuck,
                     format!(
                         "task {} stuck: lastUpdatedAt {} unchanged for {:?}, its ttl{}",
-                        s.id,
+                        id,
                         self.last_updated_at,
                         ttl,
                         said()
@@ -325,7 +332,11 @@ pub async fn call(
                     cancel(session, &id, limits.request).await;
                     let mut f = failure(
                         FailureReason::Timeout,
-                        format!("task {id} still working after {:?}; cancelled", limits.max),
+                        format!(
+                            "task {} still working after {:?}; cancelled",
+                            truncate(&id, 128),
+                            limits.max
+                        ),
                     );
                     f.cancelled = Some(Deadline::MaxRequestTimeout);
                     return Err(f);

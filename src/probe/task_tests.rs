@@ -352,3 +352,25 @@ async fn a_2026_task_carries_its_result_and_the_cap_cancels_one_that_never_ends(
     assert_eq!(started.elapsed(), LIMITS.max);
     assert_eq!(forever.log().last().map(|(_, m)| *m), Some("tasks/cancel"));
 }
+
+#[test]
+fn a_hostile_task_id_is_no_task_and_one_with_control_text_is_defused_in_words() {
+    let long =
+        json!({"taskId": "x".repeat(MAX_ID_BYTES + 1), "status": "working", "lastUpdatedAt": "u"});
+    assert_eq!(
+        Snapshot::read(&long),
+        None,
+        "no task: its id is over the bound"
+    );
+    let odd = json!({"taskId": "t\u{1b}[31m\nforged", "status": "failed", "lastUpdatedAt": "u"});
+    let s = Snapshot::read(&odd).expect("a task");
+    assert_eq!(s.id, "t\u{1b}[31m\nforged", "sent back as is");
+    let mut t = Track::new(&s, Instant::now());
+    let Step::Ended(_, detail) = t.observe(&s, Instant::now()) else {
+        panic!("failed is an end")
+    };
+    assert!(
+        !detail.contains('\n') && !detail.contains('\u{1b}'),
+        "{detail:?}"
+    );
+}

@@ -87,9 +87,9 @@ impl Tasks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::ProbeKind;
     use crate::probe::task::TaskStatus;
-    use crate::probe::{Failure, ProbeKind};
-    use std::time::Duration;
+    use crate::state::testing::{answered, failed};
 
     fn seen(busy: bool) -> TaskSeen {
         TaskSeen {
@@ -104,24 +104,12 @@ mod tests {
     }
 
     fn outcome(reason: Option<FailureReason>) -> ProbeOutcome {
-        ProbeOutcome {
-            kind: ProbeKind::Tool,
-            tool: Some(Arc::from("research")),
-            duration: Duration::from_secs(1),
-            result: match reason {
-                None => Ok(crate::probe::Answer::Alive),
-                Some(reason) => Err(Failure {
-                    reason,
-                    detail: "d".into(),
-                    link_lost: false,
-                    cancelled: None,
-                    retry_after: None,
-                    code: None,
-                }),
-            },
-            trace: None,
-            conditions: Vec::new(),
-        }
+        let mut o = match reason {
+            None => answered(ProbeKind::Tool, 1),
+            Some(reason) => failed(ProbeKind::Tool, reason),
+        };
+        o.tool = Some(Arc::from("research"));
+        o
     }
 
     #[test]

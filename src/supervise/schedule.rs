@@ -150,10 +150,7 @@ impl<'a> ToolProbes<'a> {
             due: vec![now; probes.len()],
             interval: probes.iter().map(|p| p.interval).collect(),
             in_flight: vec![false; probes.len()],
-            as_task: probes
-                .iter()
-                .map(|p| probe::task::wanted(p.task, Default::default()))
-                .collect(),
+            as_task: vec![false; probes.len()],
             report,
             calls: FuturesUnordered::new(),
         };
