@@ -310,6 +310,7 @@ fn serve(cli: Cli, runtime: &tokio::runtime::Runtime) -> anyhow::Result<ExitCode
                 histograms: cli.histograms,
                 detail: cli.metrics_detail,
             },
+            owner_abort: None,
         };
         mcpmon::run_with(cfg, listener, shutdown_signal(), options).await?;
         anyhow::Ok(())
@@ -532,7 +533,7 @@ fn telemetry_path(p: &str) -> Result<String, String> {
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    humantime::parse_duration(s).map_err(|e| e.to_string())
+    mcpmon::config::parse_duration(s)
 }
 
 /// Each SIGHUP asks for a reload.

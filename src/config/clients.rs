@@ -19,6 +19,7 @@
 //! `envFile`) comes back with what it needs, and is not run. Pure: the
 //! caller reads the file and says what the environment holds.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use serde_json::{Map, Value, json};
@@ -134,6 +135,13 @@ pub fn read(
         })?;
         serde_json::to_value(table).map_err(|e| error(0, 0, e.to_string()))?
     } else {
+        if let Some((line, column)) = super::depth::too_deep(text, super::depth::MAX_DEPTH) {
+            return Err(error(
+                line,
+                column,
+                format!("nested more than {} levels deep", super::depth::MAX_DEPTH),
+            ));
+        }
         json5::from_str(text).map_err(|e| {
             let (line, column) = e.position().map_or((0, 0), |p| (p.line + 1, p.column + 1));
             let what = e.code().map_or_else(|| e.to_string(), |c| c.to_string());
@@ -154,18 +162,14 @@ pub fn read(
         ));
     };
     let workspace = workspace(path);
-    let mut taken = std::collections::HashSet::new();
+    let mut ids = super::ids::UniqueIds::default();
+    let written = Written::new(text);
     let mut servers = Vec::with_capacity(listed.len());
     for (name, item) in listed {
         if item.get("disabled").and_then(Value::as_bool) == Some(true) {
             continue;
         }
-        let mut id = sanitise(name);
-        let mut n = 2;
-        while !taken.insert(id.clone()) {
-            id = format!("{}-{n}", sanitise(name));
-            n += 1;
-        }
+        let id = ids.claim(&sanitise(name));
         let mut t = Translate {
             format,
             env,
@@ -183,7 +187,7 @@ pub fn read(
             name: name.clone(),
             entry,
             needs: t.needs,
-            line: line_of(text, name),
+            line: written.line_of(name),
         });
     }
     Ok(ClientConfig { format, servers })
@@ -258,13 +262,53 @@ pub(super) fn sanitise(name: &str) -> String {
     }
 }
 
-/// The 1-based line where `"name"` is first written (0 when not found).
-fn line_of(text: &str, name: &str) -> usize {
-    [format!("\"{name}\""), format!("[mcp_servers.{name}]")]
-        .iter()
-        .filter_map(|needle| text.find(needle.as_str()))
-        .min()
-        .map_or(0, |at| line_column(text, at).0)
+/// Where each name of a config is first written: every quoted word and
+/// every `[mcp_servers.NAME]` table, found in one pass, so a config of
+/// forty thousand servers is read once, not once per server.
+struct Written<'t> {
+    first: HashMap<&'t str, usize>,
+    /// Where each line starts.
+    lines: Vec<usize>,
+}
+
+impl<'t> Written<'t> {
+    fn new(text: &'t str) -> Self {
+        let bytes = text.as_bytes();
+        let mut first = HashMap::new();
+        let mut at = 0;
+        while let Some(open) = memchr::memchr(b'"', &bytes[at..]).map(|i| at + i) {
+            // The closing quote, past any escaped one.
+            let mut end = open + 1;
+            while end < bytes.len() && bytes[end] != b'"' {
+                end += if bytes[end] == b'\\' { 2 } else { 1 };
+            }
+            let Some(word) = text.get(open + 1..end.min(bytes.len())) else {
+                break;
+            };
+            first.entry(word).or_insert(open);
+            at = end + 1;
+            if at >= bytes.len() {
+                break;
+            }
+        }
+        for at in memchr::memmem::find_iter(bytes, b"[mcp_servers.") {
+            let rest = &text[at + 13..];
+            if let Some(name) = rest.split(']').next() {
+                first.entry(name).or_insert(at);
+            }
+        }
+        let lines = std::iter::once(0)
+            .chain(memchr::memchr_iter(b'\n', bytes).map(|i| i + 1))
+            .collect();
+        Written { first, lines }
+    }
+
+    /// The 1-based line where `name` is first written (0 when not found).
+    fn line_of(&self, name: &str) -> usize {
+        self.first
+            .get(name)
+            .map_or(0, |at| self.lines.partition_point(|start| start <= at))
+    }
 }
 
 /// 1-based line and column of byte `at`.
@@ -442,15 +486,19 @@ pub struct Translated {
     pub json: String,
     /// The client config's line of each entry in `json`.
     lines: Vec<usize>,
-    /// One error per entry left out, at its line, saying what it needs.
-    needs: Vec<ConfigError>,
+    /// The entries left out before validation, by why.
+    left_out: Vec<super::Rejected>,
 }
 
 impl Translated {
     /// Entries written elsewhere (a registry), with the source's line of
     /// each and those left out.
-    pub(super) fn new(json: String, lines: Vec<usize>, needs: Vec<ConfigError>) -> Self {
-        Translated { json, lines, needs }
+    pub(super) fn new(json: String, lines: Vec<usize>, left_out: Vec<super::Rejected>) -> Self {
+        Translated {
+            json,
+            lines,
+            left_out,
+        }
     }
 
     /// Put what validating `json` found back where the client config
@@ -466,13 +514,7 @@ impl Translated {
                 (e.line, e.column) = (*line, 1);
             }
         }
-        if !self.needs.is_empty() {
-            entries.rejected.push(super::Rejected {
-                reason: super::Rejection::NeedsConfiguration,
-                count: self.needs.len(),
-                errors: self.needs,
-            });
-        }
+        entries.rejected.extend(self.left_out);
     }
 }
 
@@ -494,10 +536,15 @@ pub fn as_entries(
                 file: path.to_owned(),
                 line: s.line,
                 column: 1,
-                message: format!(
-                    "server {:?} needs configuration: {}",
-                    s.name,
-                    s.needs.join("; ")
+                // A name is the file's own text: bounded, no control
+                // characters, before it reaches a log.
+                message: super::defuse(
+                    &format!(
+                        "server {:?} needs configuration: {}",
+                        super::defuse(&s.name, 200),
+                        s.needs.join("; ")
+                    ),
+                    500,
                 ),
             });
             continue;
@@ -509,7 +556,15 @@ pub fn as_entries(
         lines.push(s.line);
     }
     json.push_str("\n]\n");
-    Ok(Translated { json, lines, needs })
+    let left_out = (!needs.is_empty())
+        .then_some(super::Rejected {
+            reason: super::Rejection::NeedsConfiguration,
+            count: needs.len(),
+            errors: needs,
+        })
+        .into_iter()
+        .collect();
+    Ok(Translated::new(json, lines, left_out))
 }
 
 /// The fleet YAML for client configs, for a person to start from: one
@@ -517,7 +572,7 @@ pub fn as_entries(
 /// needs configuration written out commented, with what it needs.
 pub fn fleet_yaml(configs: &[(std::path::PathBuf, ClientConfig)]) -> String {
     let mut out = String::from("servers:\n");
-    let mut taken = std::collections::HashSet::new();
+    let mut ids = super::ids::UniqueIds::default();
     for (path, config) in configs {
         out.push_str(&format!(
             "  # {} ({})\n",
@@ -526,17 +581,8 @@ pub fn fleet_yaml(configs: &[(std::path::PathBuf, ClientConfig)]) -> String {
         ));
         for s in &config.servers {
             let mut entry = s.entry.clone();
-            let base = entry
-                .get("id")
-                .and_then(Value::as_str)
-                .unwrap_or("server")
-                .to_owned();
-            let mut id = base.clone();
-            let mut n = 2;
-            while !taken.insert(id.clone()) {
-                id = format!("{base}-{n}");
-                n += 1;
-            }
+            let base = entry.get("id").and_then(Value::as_str).unwrap_or("server");
+            let id = ids.claim(base);
             entry.insert("id".into(), id.into());
             let yaml = yaml_serde::to_string(&vec![in_order(&entry)]).unwrap_or_default();
             let indented: String = yaml.lines().map(|l| format!("  {l}\n")).collect();

@@ -48,6 +48,26 @@ pub struct Expr {
     pub source: String,
     /// Compiled.
     pub program: Arc<cel::Program>,
+    /// Set while an evaluation runs: one that outruns its deadline keeps
+    /// its blocking thread (CEL cannot be stopped), so the next answer must
+    /// not start another beside it.
+    running: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Expr {
+    /// Take the right to evaluate it; false while an evaluation runs.
+    pub fn claim(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.running
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Give back what [`Expr::claim`] took.
+    pub fn release(&self) {
+        self.running
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
 }
 
 impl std::fmt::Debug for Expr {
@@ -79,13 +99,37 @@ pub struct Condition {
 /// one is a mistake.
 pub const MAX_EXPR: usize = 4096;
 
+/// Deepest bracket nesting accepted (`(`, `[`, `{`): a condition reads a
+/// few levels, and each level costs the parser's stack dearly.
+pub const MAX_NESTING: usize = 8;
+
+/// The stack an expression is compiled on: eight times what the deepest
+/// accepted one takes in a debug build.
+const COMPILE_STACK: usize = 16 << 20;
+
 /// Compile `source` for `subject`: a syntax error, or a variable the
 /// subject does not offer, as a message naming where in the expression.
 pub fn compile(source: &str, subject: Subject) -> Result<Expr, String> {
     if source.len() > MAX_EXPR {
         return Err(format!("longer than {MAX_EXPR} bytes"));
     }
-    let program = cel::Program::compile(source).map_err(|e| {
+    if let Some((line, column)) = super::depth::too_deep(source, MAX_NESTING) {
+        return Err(format!(
+            "brackets nested more than {MAX_NESTING} deep at {line}:{column} of the expression"
+        ));
+    }
+    // The parser recurses a dozen frames per bracket: it gets a stack of
+    // its own, whatever thread reads the config (a runtime worker's is
+    // 2 MiB).
+    let owned = source.to_owned();
+    let compiled = std::thread::Builder::new()
+        .name("cel-compile".into())
+        .stack_size(COMPILE_STACK)
+        .spawn(move || cel::Program::compile(&owned))
+        .map_err(|e| format!("cannot compile: {e}"))?
+        .join()
+        .map_err(|_| "the expression could not be compiled".to_owned())?;
+    let program = compiled.map_err(|e| {
         let first = e.errors.first();
         match first {
             // Positions are 1-based line and column already.
@@ -116,6 +160,7 @@ pub fn compile(source: &str, subject: Subject) -> Result<Expr, String> {
     Ok(Expr {
         source: source.to_owned(),
         program: Arc::new(program),
+        running: Arc::default(),
     })
 }
 

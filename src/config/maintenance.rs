@@ -90,9 +90,11 @@ impl Window {
                 let duration = chrono::Duration::from_std(*duration).ok()?;
                 // The latest opening that could still be open started after
                 // `now - duration`; the first start after that tells.
-                let since = (now - duration).with_timezone(timezone);
+                // Checked: a date past chrono's range is no window, never a
+                // panic in the state owner.
+                let since = now.checked_sub_signed(duration)?.with_timezone(timezone);
                 let opened = schedule.after(&since).next()?.with_timezone(&Utc);
-                (opened <= now).then(|| opened + duration)
+                (opened <= now).then(|| opened.checked_add_signed(duration))?
             }
         }
     }

@@ -6,7 +6,9 @@
 
 pub mod clients;
 pub mod condition;
+mod depth;
 mod diff;
+pub mod ids;
 pub mod maintenance;
 mod positions;
 mod raw;
@@ -75,14 +77,31 @@ pub struct Dur(pub Duration);
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
-        humantime::parse_duration(text.trim())
-            .map(Dur)
-            .map_err(|e| {
-                de::Error::custom(format!(
-                    "invalid duration {text:?} ({e}); write it like 250ms, 5s or 2m"
-                ))
-            })
+        parse_duration(&text).map(Dur).map_err(|e| {
+            de::Error::custom(format!(
+                "invalid duration {:?} ({e}); write it like 250ms, 5s or 2m",
+                defuse(&text, 40)
+            ))
+        })
     }
+}
+
+/// The longest duration accepted anywhere (ten years): every timer, every
+/// date a window computes from it and every deadline stays far inside what
+/// clocks and dates can hold, and a longer one is a typing mistake.
+pub const MAX_DURATION: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
+
+/// A duration written as `250ms`, `5s`, `2m`, at most [`MAX_DURATION`]:
+/// the one parser of durations for the config file and the flags.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text.trim()).map_err(|e| e.to_string())?;
+    if d > MAX_DURATION {
+        return Err(format!(
+            "longer than the most accepted, {}",
+            humantime::format_duration(MAX_DURATION)
+        ));
+    }
+    Ok(d)
 }
 
 /// A string that must never be printed: header values, tokens, env values.

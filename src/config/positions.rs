@@ -51,7 +51,7 @@ pub(super) fn alias_budget(events: usize) -> usize {
 pub(super) fn check_aliases(text: &str) -> Result<(), Unreadable> {
     match walk(text, &mut |_, _| {}) {
         Ok(_) | Err(Stop::Syntax) => Ok(()),
-        Err(Stop::Aliases(e)) => Err(e),
+        Err(Stop::Aliases(e) | Stop::Deep(e)) => Err(e),
     }
 }
 
@@ -60,7 +60,12 @@ enum Stop {
     /// Not YAML: the deserializer says where and why, in its own words.
     Syntax,
     Aliases(Unreadable),
+    /// Nested past [`MAX_DEPTH`]: the parsers that build values recurse.
+    Deep(Unreadable),
 }
+
+/// The deepest nesting read: as deep as the JSON parsers go.
+const MAX_DEPTH: usize = super::depth::MAX_DEPTH;
 
 /// Every node's position, by path.
 pub(super) struct Positions {
@@ -205,7 +210,20 @@ fn walk(text: &str, each: &mut dyn FnMut(&Event<'_>, Span)) -> Result<usize, Sto
     let mut parser = Parser::new_from_str(text);
     let at = |span: Span| (span.start.line(), span.start.col() + 1);
     while let Some(next) = parser.next_event() {
-        let (event, span) = next.map_err(|_| Stop::Syntax)?;
+        let (event, span) = next.map_err(|e| {
+            // The scanner stops at 255 open flow collections, before it
+            // hands on a single event of them; the parser that builds
+            // values would take quadratic time to say the same.
+            if e.info() == "recursion limit exceeded" {
+                Stop::Deep(Unreadable {
+                    line: e.marker().line(),
+                    column: e.marker().col() + 1,
+                    message: format!("nested more than {MAX_DEPTH} levels deep"),
+                })
+            } else {
+                Stop::Syntax
+            }
+        })?;
         events += 1;
         each(&event, span);
         // How many nodes this event stands for, once complete.
@@ -235,6 +253,14 @@ fn walk(text: &str, each: &mut dyn FnMut(&Event<'_>, Span)) -> Result<usize, Sto
                 Some(n)
             }
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                if open.len() == MAX_DEPTH {
+                    let (line, column) = at(span);
+                    return Err(Stop::Deep(Unreadable {
+                        line,
+                        column,
+                        message: format!("nested more than {MAX_DEPTH} levels deep"),
+                    }));
+                }
                 open.push((0, *anchor));
                 None
             }

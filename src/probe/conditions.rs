@@ -97,12 +97,38 @@ pub async fn check(conditions: &[Condition], subject: Subject, vars: Vars) -> Ve
         );
         return failed_all(&mine, &why);
     }
-    let names = mine.clone();
-    let eval = tokio::task::spawn_blocking(move || evaluate(&mine, &vars));
-    match tokio::time::timeout(EVAL_TIMEOUT, eval).await {
+    // One evaluation per condition at a time: an earlier one that outran
+    // its deadline still holds its thread, and a hostile answer must cost
+    // one bound, not one more thread at every probe.
+    let (free, busy): (Vec<Condition>, Vec<Condition>) =
+        mine.into_iter().partition(|c| c.expr.claim());
+    let mut out = failed_all(
+        &busy,
+        &format!("an evaluation of an earlier answer is still running (over {EVAL_TIMEOUT:?})"),
+    );
+    if free.is_empty() {
+        return out;
+    }
+    let claimed = Claimed(free);
+    let names = claimed.0.clone();
+    let eval = tokio::task::spawn_blocking(move || evaluate(&claimed.0, &vars));
+    out.extend(match tokio::time::timeout(EVAL_TIMEOUT, eval).await {
         Ok(Ok(checked)) => checked,
         Ok(Err(_)) => failed_all(&names, "evaluation failed"),
         Err(_) => failed_all(&names, &format!("evaluation took over {EVAL_TIMEOUT:?}")),
+    });
+    out
+}
+
+/// Conditions claimed for one evaluation, released when it ends (on its
+/// blocking thread, however long after the probe stopped waiting).
+struct Claimed(Vec<Condition>);
+
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        for c in &self.0 {
+            c.expr.release();
+        }
     }
 }
 
@@ -241,5 +267,34 @@ mod tests {
         let got = check(&conditions, Subject::Tools, vars).await;
         assert_eq!(failures(&got), [("t", None)]);
         assert!(check(&[], Subject::Tools, Vars::default()).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_condition_still_evaluating_an_earlier_answer_is_not_started_again() {
+        let s = Subject::HealthReport;
+        let conditions = [cond("slow", "report.ok", s), cond("other", "true", s)];
+        let vars = || Vars {
+            json: vec![("report", serde_json::json!({"ok": true}))],
+            duration: None,
+        };
+        // As if an evaluation that outran its deadline still ran.
+        assert!(conditions[0].expr.claim());
+        let got = check(&conditions, s, vars()).await;
+        let f = failures(&got);
+        assert!(
+            f.iter()
+                .any(|(n, why)| *n == "slow" && why.is_some_and(|w| w.contains("still running"))),
+            "{f:?}"
+        );
+        assert!(f.contains(&("other", None)), "{f:?}");
+        assert!(
+            conditions[1].expr.claim(),
+            "an evaluation gives its claim back when it ends"
+        );
+        conditions[1].expr.release();
+        // Once it ends, the next answer is evaluated again.
+        conditions[0].expr.release();
+        let got = check(&conditions, s, vars()).await;
+        assert_eq!(failures(&got), vec![("slow", None), ("other", None)]);
     }
 }

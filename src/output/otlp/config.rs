@@ -26,10 +26,10 @@ pub struct OtlpFlags {
     #[arg(long = "otlp.header", value_name = "NAME=VALUE")]
     pub headers: Vec<String>,
     /// How often metrics are pushed (OTEL_METRIC_EXPORT_INTERVAL, in ms; default 60s).
-    #[arg(long = "otlp.interval", value_parser = humantime::parse_duration)]
+    #[arg(long = "otlp.interval", value_parser = crate::config::parse_duration)]
     pub interval: Option<Duration>,
     /// Longest one export may take, retries included (OTEL_EXPORTER_OTLP_TIMEOUT, in ms; default 10s).
-    #[arg(long = "otlp.timeout", value_parser = humantime::parse_duration)]
+    #[arg(long = "otlp.timeout", value_parser = crate::config::parse_duration)]
     pub timeout: Option<Duration>,
     /// CA certificates (PEM) that sign the receiver's certificate.
     #[arg(long = "otlp.tls.ca-file", value_name = "FILE")]
