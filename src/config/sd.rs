@@ -162,6 +162,9 @@ pub enum Rejection {
     /// A client config's entry needs what mcpmon cannot supply (a
     /// person's input, an unset variable).
     NeedsConfiguration,
+    /// A record with a field past its size bound, or past what the source
+    /// may keep in bytes.
+    TooLarge,
 }
 
 impl Rejection {

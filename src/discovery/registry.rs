@@ -2,12 +2,12 @@
 //! `GET /v0.1/servers` page by page, then, every `refresh_interval`, asks
 //! only for what changed since the last walk (`updated_since`).
 //!
-//! What is kept between walks is one slim record per server name (see
-//! [`crate::config::registry::Listed`]), bounded in number, and each page
-//! is bounded as an http_sd answer is. A walk that fails leaves the last
-//! good list in place; the next one starts over from the beginning.
+//! What is kept between walks is one slim record per server name in a
+//! [`Kept`] store, bounded in bytes; each page is bounded as an http_sd
+//! answer is, read item by item with every field bounded, and a walk reads
+//! at most [`MAX_WALK_BYTES`]. A walk that fails leaves the last good list
+//! in place; the next one starts over from the beginning.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -17,14 +17,15 @@ use tokio_util::sync::CancellationToken;
 use super::http::{MAX_REQUEST, client, fetch, shown_url};
 use super::{Checker, Document, Update};
 use crate::config::HttpSd;
-use crate::config::registry::{Listed, Standing, listed, next_cursor};
+use crate::config::registry::{Kept, read_page};
 
 /// Servers asked for per page (the registry's own maximum is 100).
 const PAGE: usize = 100;
 /// Most pages one walk reads: 100 000 servers.
 const MAX_PAGES: usize = 1000;
-/// Most records kept, whatever the registry holds.
-const MAX_RECORDS: usize = 100_000;
+/// Most bytes of pages one walk reads: a thousand pages of the registry's
+/// own size, 250 KiB each.
+const MAX_WALK_BYTES: usize = 256 << 20;
 /// No walk outlives this.
 const MAX_WALK: Duration = Duration::from_secs(300);
 
@@ -38,13 +39,14 @@ pub(super) async fn run(
 ) {
     let origin = PathBuf::from(shown_url(&sd.url));
     let client = client(&sd);
-    let mut kept: Option<BTreeMap<String, Listed>> = None;
+    // Walked in place (never copied): a failed walk starts over anyway.
+    let mut kept = Kept::default();
     let mut since: Option<String> = None;
     loop {
         let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let walked = match &client {
             Ok(c) => {
-                let walk = walk(c, &sd, since.as_deref(), kept.clone().unwrap_or_default());
+                let walk = walk(c, &sd, since.as_deref(), &mut kept);
                 tokio::select! {
                     _ = cancel.cancelled() => return,
                     r = tokio::time::timeout(MAX_WALK, walk) => {
@@ -55,16 +57,13 @@ pub(super) async fn run(
             Err(e) => Err(e.clone()),
         };
         let text = match walked {
-            Ok(records) => {
-                let text = serde_json::to_string(&records.values().collect::<Vec<_>>())
-                    .map_err(|e| e.to_string());
-                kept = Some(records);
+            Ok(()) => {
                 since = Some(started);
-                text
+                kept.to_text()
             }
             Err(e) => {
                 // Start over next time: an incremental walk needs a whole one before it.
-                (kept, since) = (None, None);
+                (kept, since) = (Kept::default(), None);
                 Err(e)
             }
         };
@@ -86,43 +85,35 @@ pub(super) async fn run(
 }
 
 /// Read every page (or, with `since`, every page of what changed) into
-/// `records`.
+/// `kept`.
 async fn walk(
     client: &reqwest::Client,
     sd: &HttpSd,
     since: Option<&str>,
-    mut records: BTreeMap<String, Listed>,
-) -> Result<BTreeMap<String, Listed>, String> {
+    kept: &mut Kept,
+) -> Result<(), String> {
     let search = sd.registry.as_ref().and_then(|r| r.search.as_deref());
     let mut cursor: Option<String> = None;
+    let mut read = 0usize;
     for _ in 0..MAX_PAGES {
         let url = page_url(&sd.url, search, since, cursor.as_deref())?;
         let text = tokio::time::timeout(MAX_REQUEST, fetch(client, sd, &url))
             .await
             .unwrap_or_else(|_| Err("no complete page within the deadline".to_owned()))?;
-        let page: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| format!("a page is not JSON: {e}"))?;
-        let servers = page
-            .get("servers")
-            .and_then(serde_json::Value::as_array)
-            .ok_or("a page has no `servers` list")?;
-        for item in servers {
-            match listed(item) {
-                Some((record, Standing::Current)) if !record.remotes.is_empty() => {
-                    if records.len() >= MAX_RECORDS && !records.contains_key(&record.name) {
-                        continue;
-                    }
-                    records.insert(record.name.clone(), record);
-                }
-                Some((record, _)) => {
-                    records.remove(&record.name);
-                }
-                None => {}
-            }
+        read += text.len();
+        if read > MAX_WALK_BYTES {
+            return Err(format!(
+                "more than {} MiB of pages in one walk",
+                MAX_WALK_BYTES >> 20
+            ));
         }
-        cursor = next_cursor(&page);
-        if cursor.is_none() || servers.is_empty() {
-            return Ok(records);
+        let mut items = 0usize;
+        cursor = read_page(&text, &mut |item| {
+            items += 1;
+            kept.take(item);
+        })?;
+        if cursor.is_none() || items == 0 {
+            return Ok(());
         }
     }
     Err(format!("more than {MAX_PAGES} pages"))

@@ -1,8 +1,9 @@
 //! Servers of an MCP Registry (`GET /v0.1/servers`), as mcpmon entries:
 //! one server per remote, its transport from `remotes[].type`, labelled
 //! with its registry name and version. Pure: the discovery task walks the
-//! pages and keeps, per server name, the slim record [`Listed`] that this
-//! reads.
+//! pages ([`page`] reads each, bounded) into a [`Kept`] store of slim
+//! records ([`Listed`]) that holds at most [`MAX_KEPT_BYTES`], and this
+//! turns them into entries.
 //!
 //! A registry is untrusted, like an http_sd endpoint: its entries are
 //! validated as one (never a process, never mcpmon's environment). A remote
@@ -10,13 +11,17 @@
 //! requires a header without giving its value, needs configuration: it is
 //! counted, never guessed at. Packages are never started.
 
+mod page;
+
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::ConfigError;
 use super::clients::{Translated, sanitise};
+use super::{ConfigError, Rejected, Rejection};
+pub use page::{Item, read as read_page};
 
 /// What mcpmon keeps of one registry server: its name, version and
 /// remotes (descriptions, icons and packages are dropped as pages arrive).
@@ -67,69 +72,148 @@ pub struct Header {
 pub enum Standing {
     /// Active and the latest version: run it.
     Current,
-    /// Deprecated, deleted or not the latest: drop it.
+    /// Deprecated, deleted or not the latest: that version is not run.
     Gone,
 }
 
-/// One `servers[]` item of a page: its record and standing, or `None` when
-/// it has no name. A registry that omits the official `_meta` (a private
-/// one) lists only what is current.
-pub fn listed(item: &Value) -> Option<(Listed, Standing)> {
-    let server = item.get("server")?;
-    let mut record: Listed = serde_json::from_value(server.clone()).ok()?;
-    if record.name.is_empty() {
-        return None;
+impl Listed {
+    /// What keeping it costs, in bytes: its text and a little for each
+    /// piece of it.
+    fn bytes(&self) -> usize {
+        let header = |h: &Header| {
+            h.name.len()
+                + h.value.as_ref().map_or(0, String::len)
+                + h.default.as_ref().map_or(0, String::len)
+                + 64
+        };
+        let remote = |r: &Remote| {
+            r.kind.len() + r.url.len() + r.headers.iter().map(header).sum::<usize>() + 64
+        };
+        self.name.len() + self.version.len() + self.remotes.iter().map(remote).sum::<usize>() + 128
     }
-    record.remotes.truncate(8);
-    let meta = item
-        .get("_meta")
-        .and_then(|m| m.get("io.modelcontextprotocol.registry/official"));
-    let status = meta.and_then(|m| m.get("status")).and_then(Value::as_str);
-    let latest = meta
-        .and_then(|m| m.get("isLatest"))
-        .and_then(Value::as_bool);
-    let standing = match (status, latest) {
-        (Some("active") | None, Some(true) | None) => Standing::Current,
-        _ => Standing::Gone,
-    };
-    Some((record, standing))
 }
 
-/// A page's cursor to the next one: `metadata.nextCursor`, or the
-/// `next_cursor` some documents print.
-pub fn next_cursor(page: &Value) -> Option<String> {
-    let meta = page.get("metadata")?;
-    meta.get("nextCursor")
-        .or_else(|| meta.get("next_cursor"))
-        .and_then(Value::as_str)
-        .filter(|c| !c.is_empty())
-        .map(str::to_owned)
+/// Most bytes of records a registry source keeps ([`Listed::bytes`]):
+/// half of what one discovery document may be, since the records are also
+/// written out once for validation.
+pub const MAX_KEPT_BYTES: usize = 8 << 20;
+/// Most records kept, whatever their size.
+pub const MAX_RECORDS: usize = 100_000;
+/// Most skipped records named (the rest are only counted).
+const NAMED_SKIPS: usize = 100;
+
+/// What a registry source keeps between pages and walks: one record per
+/// server name, within [`MAX_KEPT_BYTES`] and [`MAX_RECORDS`], and the
+/// servers it skipped, with why.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Kept {
+    records: BTreeMap<String, Listed>,
+    /// Skipped servers by name (at most [`NAMED_SKIPS`]), with why.
+    skipped: BTreeMap<String, String>,
+    /// Skipped servers past those named.
+    #[serde(default)]
+    unnamed_skips: usize,
+    #[serde(skip)]
+    bytes: usize,
 }
 
-/// The kept records (a JSON list of [`Listed`]) as entries.
+impl Kept {
+    /// Take one item of a page. A current record replaces its server's;
+    /// a version that is not current removes only that version, so what
+    /// is kept does not depend on the order a registry lists versions in.
+    pub fn take(&mut self, item: Item) {
+        match item {
+            Item::Listed(record, Standing::Current) => {
+                let name = record.name.clone();
+                if let Some(old) = self.records.remove(&name) {
+                    self.bytes -= old.bytes();
+                }
+                let size = record.bytes();
+                if self.bytes + size > MAX_KEPT_BYTES {
+                    self.skip(
+                        name,
+                        format!(
+                            "over the {} MiB a registry source may keep",
+                            MAX_KEPT_BYTES >> 20
+                        ),
+                    );
+                } else if self.records.len() >= MAX_RECORDS {
+                    self.skip(
+                        name,
+                        format!("over the {MAX_RECORDS} records a registry source may keep"),
+                    );
+                } else {
+                    self.skipped.remove(&name);
+                    self.bytes += size;
+                    self.records.insert(name, record);
+                }
+            }
+            Item::Listed(record, Standing::Gone) => {
+                if self
+                    .records
+                    .get(&record.name)
+                    .is_some_and(|kept| kept.version == record.version)
+                    && let Some(old) = self.records.remove(&record.name)
+                {
+                    self.bytes -= old.bytes();
+                }
+            }
+            Item::TooLarge { name, why } => {
+                if let Some(old) = self.records.remove(&name) {
+                    self.bytes -= old.bytes();
+                }
+                self.skip(name, why);
+            }
+        }
+    }
+
+    fn skip(&mut self, name: String, why: String) {
+        if self.skipped.len() < NAMED_SKIPS || self.skipped.contains_key(&name) {
+            self.skipped.insert(name, why);
+        } else {
+            self.unnamed_skips += 1;
+        }
+    }
+
+    /// How many records are kept.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The kept records as the text a source hands on for validation
+    /// ([`as_entries`] reads it).
+    pub fn to_text(&self) -> Result<String, String> {
+        serde_json::to_string(self).map_err(|e| e.to_string())
+    }
+}
+
+/// The kept records (a [`Kept`] as JSON) as entries, with the servers
+/// that need configuration or were skipped as too large.
 pub fn as_entries(origin: &Path, text: &str) -> Result<Translated, ConfigError> {
-    let records: Vec<Listed> = serde_json::from_str(text).map_err(|e| ConfigError {
+    let at = |message: String| ConfigError {
         file: origin.to_owned(),
         line: 0,
         column: 0,
-        message: format!("registry records: {e}"),
-    })?;
+        message,
+    };
+    let kept: Kept =
+        serde_json::from_str(text).map_err(|e| at(format!("registry records: {e}")))?;
     let mut json = String::from("[\n");
     let mut lines = Vec::new();
     let mut needs = Vec::new();
-    let mut taken = std::collections::HashSet::new();
-    for r in &records {
+    let mut ids = super::ids::UniqueIds::default();
+    for r in kept.records.values() {
         for (i, remote) in r.remotes.iter().enumerate() {
             let base = match (r.remotes.len(), i) {
                 (1, _) => sanitise(&r.name),
                 (_, i) => format!("{}-{}", sanitise(&r.name), i + 1),
             };
-            let mut id = base.clone();
-            let mut n = 2;
-            while !taken.insert(id.clone()) {
-                id = format!("{base}-{n}");
-                n += 1;
-            }
+            let id = ids.claim(&base);
             match entry(r, remote, &id) {
                 Ok(e) => {
                     if !lines.is_empty() {
@@ -138,21 +222,46 @@ pub fn as_entries(origin: &Path, text: &str) -> Result<Translated, ConfigError> 
                     json.push_str(&Value::Object(e).to_string());
                     lines.push(0);
                 }
-                Err(why) => needs.push(ConfigError {
-                    file: origin.to_owned(),
-                    line: 0,
-                    column: 0,
-                    message: format!(
-                        "server {:?} (remote {}) needs configuration: {why}",
-                        super::defuse(&r.name, 200),
-                        i + 1
-                    ),
-                }),
+                Err(why) => needs.push(at(format!(
+                    "server {:?} (remote {}) needs configuration: {why}",
+                    super::defuse(&r.name, 200),
+                    i + 1
+                ))),
             }
         }
     }
     json.push_str("\n]\n");
-    Ok(Translated::new(json, lines, needs))
+    let mut large: Vec<ConfigError> = kept
+        .skipped
+        .iter()
+        .map(|(name, why)| {
+            at(format!(
+                "server {:?} skipped: {why}",
+                super::defuse(name, 100)
+            ))
+        })
+        .collect();
+    if kept.unnamed_skips > 0 {
+        large.push(at(format!(
+            "{} more servers skipped as too large",
+            kept.unnamed_skips
+        )));
+    }
+    let count = kept.skipped.len() + kept.unnamed_skips;
+    let left_out = [
+        (Rejection::NeedsConfiguration, needs.len(), needs),
+        (Rejection::TooLarge, count, large),
+    ];
+    let left_out = left_out
+        .into_iter()
+        .filter(|(_, count, _)| *count > 0)
+        .map(|(reason, count, errors)| Rejected {
+            reason,
+            count,
+            errors,
+        })
+        .collect();
+    Ok(Translated::new(json, lines, left_out))
 }
 
 /// One remote as an entry, or what it needs.
@@ -201,44 +310,72 @@ fn entry(r: &Listed, remote: &Remote, id: &str) -> Result<Map<String, Value>, St
 mod tests {
     use super::*;
 
-    fn item(name: &str, status: &str, latest: bool, remotes: Value) -> Value {
-        json!({
-            "server": {"name": name, "version": "1.0.0", "description": "x", "remotes": remotes,
-                       "packages": [{"registryType": "npm", "identifier": "x"}]},
-            "_meta": {"io.modelcontextprotocol.registry/official": {"status": status, "isLatest": latest}}
-        })
+    fn record(name: &str, version: &str) -> Listed {
+        Listed {
+            name: name.into(),
+            version: version.into(),
+            remotes: vec![Remote {
+                kind: "streamable-http".into(),
+                url: format!("https://{}.example/mcp", version.replace('.', "-")),
+                headers: vec![],
+            }],
+        }
+    }
+
+    fn kept(items: Vec<Item>) -> Kept {
+        let mut k = Kept::default();
+        items.into_iter().for_each(|i| k.take(i));
+        k
     }
 
     #[test]
-    fn only_current_servers_stand_and_cursors_are_read_both_ways() {
-        let remotes = json!([{"type": "streamable-http", "url": "https://a.example/mcp"}]);
-        let standing = |v: &Value| listed(v).map(|(_, s)| s);
-        assert_eq!(
-            standing(&item("io.a/x", "active", true, remotes.clone())),
-            Some(Standing::Current)
-        );
-        assert_eq!(
-            standing(&item("io.a/x", "deprecated", true, remotes.clone())),
-            Some(Standing::Gone)
-        );
-        assert_eq!(
-            standing(&item("io.a/x", "active", false, remotes.clone())),
-            Some(Standing::Gone)
-        );
-        assert_eq!(
-            standing(&json!({"server": {"name": "p/q"}})),
-            Some(Standing::Current)
-        );
-        assert_eq!(standing(&json!({"server": {}})), None);
-        assert_eq!(
-            next_cursor(&json!({"metadata": {"nextCursor": "c1"}})).as_deref(),
-            Some("c1")
-        );
-        assert_eq!(
-            next_cursor(&json!({"metadata": {"next_cursor": "c2"}})).as_deref(),
-            Some("c2")
-        );
-        assert_eq!(next_cursor(&json!({"metadata": {"nextCursor": ""}})), None);
+    fn an_older_version_removes_only_itself_whatever_the_order() {
+        let latest = || Item::Listed(record("io.a/x", "2.0.0"), Standing::Current);
+        let older = || Item::Listed(record("io.a/x", "1.0.0"), Standing::Gone);
+        for items in [vec![latest(), older()], vec![older(), latest()]] {
+            let k = kept(items);
+            assert_eq!(k.records["io.a/x"].version, "2.0.0");
+        }
+        // The latest version deprecated removes the server.
+        let k = kept(vec![
+            latest(),
+            Item::Listed(record("io.a/x", "2.0.0"), Standing::Gone),
+        ]);
+        assert!(k.is_empty());
+    }
+
+    #[test]
+    fn kept_records_stay_within_their_byte_budget_and_skips_are_counted() {
+        let mut k = Kept::default();
+        let big = |i: usize| {
+            let mut r = record(&format!("io.a/s{i}"), "1");
+            r.remotes[0].url = format!("https://a.example/{}", "p".repeat(2000));
+            Item::Listed(r, Standing::Current)
+        };
+        for i in 0..10_000 {
+            k.take(big(i));
+        }
+        assert!(k.bytes <= MAX_KEPT_BYTES);
+        let recomputed: usize = k.records.values().map(Listed::bytes).sum();
+        assert_eq!(k.bytes, recomputed, "the running count is exact");
+        let skipped = 10_000 - k.len();
+        assert!(skipped > 0);
+        assert_eq!(k.skipped.len() + k.unnamed_skips, skipped);
+        assert!(k.skipped.len() <= NAMED_SKIPS);
+        k.take(Item::TooLarge {
+            name: "io.a/s0".into(),
+            why: "its version is 9 bytes, over 8".into(),
+        });
+        assert!(!k.records.contains_key("io.a/s0"));
+        let t = as_entries(Path::new("https://r.example/"), &k.to_text().expect("text"))
+            .expect("entries");
+        let mut out = crate::config::Entries::default();
+        t.place(&mut out);
+        let [r] = &out.rejected[..] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(r.reason, Rejection::TooLarge);
+        assert_eq!(r.count, skipped + 1);
     }
 
     #[test]
@@ -287,7 +424,14 @@ mod tests {
                 }],
             },
         ];
-        let text = serde_json::to_string(&records).expect("json");
+        let text = kept(
+            records
+                .into_iter()
+                .map(|r| Item::Listed(r, Standing::Current))
+                .collect(),
+        )
+        .to_text()
+        .expect("text");
         let t = as_entries(Path::new("https://r.example/"), &text).expect("entries");
         let entries: Vec<Value> = serde_json::from_str(&t.json).expect("a JSON list");
         assert_eq!(entries.len(), 2);
@@ -303,13 +447,14 @@ mod tests {
         };
         assert_eq!(r.reason, crate::config::Rejection::NeedsConfiguration);
         assert_eq!(r.count, 2);
+        // Records are kept by name: keyed comes before tenant.
         assert!(
-            r.errors[0].message.contains("is a template"),
+            r.errors[0].message.contains("\"X-Api-Key\" is required"),
             "{:?}",
             r.errors
         );
         assert!(
-            r.errors[1].message.contains("\"X-Api-Key\" is required"),
+            r.errors[1].message.contains("is a template"),
             "{:?}",
             r.errors
         );

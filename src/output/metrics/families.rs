@@ -129,7 +129,7 @@ families! {
     SdRefreshFailures: "counter" "mcpmon_sd_refresh_failures_total" ["mechanism"]
         "Discovery refreshes that failed (unreadable, unreachable or not a list); the source keeps its last good list.";
     SdEntriesRejected: "counter" "mcpmon_sd_entries_rejected_total" ["mechanism", "reason"]
-        "Discovered entries left out: invalid, stdio_refused (an http_sd entry asked to start a process), duplicate (id already taken), over_limit (past the source's max_servers), own_address (aimed at mcpmon itself).";
+        "Discovered entries left out: invalid, stdio_refused (an http_sd entry asked to start a process), duplicate (id already taken), over_limit (past the source's max_servers), own_address (aimed at mcpmon itself), needs_configuration (a client config's or registry's entry needs a person), too_large (a record past a size bound, or past what the source may keep in bytes).";
 }
 
 impl Family {
