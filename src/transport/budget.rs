@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -169,6 +169,10 @@ pub struct Meter {
     /// Tools a stdio listing said may run as tasks, read off the raw line
     /// ([`MeteredRead`]): rmcp's `Tool` drops `execution`.
     task_support: Mutex<HashMap<String, TaskSupport>>,
+    /// mcpmon's `tools/list` requests not answered yet: only their answers
+    /// are read for task support, and no line is kept while there are none.
+    listings: Mutex<Vec<RequestId>>,
+    listings_open: AtomicUsize,
 }
 
 impl Default for Meter {
@@ -189,12 +193,41 @@ impl Meter {
             tokens: Mutex::new(Vec::new()),
             tools_changed: Notify::new(),
             task_support: Mutex::new(HashMap::new()),
+            listings: Mutex::new(Vec::new()),
+            listings_open: AtomicUsize::new(0),
         }
     }
 
-    /// What a listing said of these tools' task support (each replaces
-    /// its tool's last word), kept for at most [`TASK_SUPPORT_KEPT`] tools.
-    fn note_task_support(&self, said: Vec<(String, TaskSupport)>) {
+    /// mcpmon sent `tools/list` request `id`.
+    fn expect_listing(&self, id: RequestId) {
+        let mut l = self.listings.lock().unwrap_or_else(|p| p.into_inner());
+        if l.len() == LISTINGS_KEPT {
+            l.remove(0);
+        }
+        l.push(id);
+        self.listings_open.store(l.len(), Ordering::Release);
+    }
+
+    /// Whether a `tools/list` of mcpmon's awaits its answer.
+    fn awaits_listing(&self) -> bool {
+        self.listings_open.load(Ordering::Acquire) > 0
+    }
+
+    /// What the raw line `message` says of its tools' task support, if it
+    /// answers a listing mcpmon asked for (each name replaces its tool's
+    /// last word), kept for at most [`TASK_SUPPORT_KEPT`] tools.
+    fn note_task_support(&self, message: &[u8]) {
+        let Some((id, said)) = super::tools::task_support_in(message) else {
+            return;
+        };
+        let asked = self
+            .listings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&id);
+        if !asked {
+            return;
+        }
         let mut kept = self.task_support.lock().unwrap_or_else(|p| p.into_inner());
         for (name, support) in said {
             if kept.len() < TASK_SUPPORT_KEPT || kept.contains_key(&name) {
@@ -315,12 +348,18 @@ impl Meter {
         t.push((id, token));
     }
 
-    /// Request `id` was answered: its progress is no longer news.
+    /// Request `id` was answered: its progress is no longer news, and its
+    /// line no longer a listing to read.
     fn settled(&self, id: &RequestId) {
         self.tokens
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|(i, _)| i != id);
+        if self.awaits_listing() {
+            let mut l = self.listings.lock().unwrap_or_else(|p| p.into_inner());
+            l.retain(|i| i != id);
+            self.listings_open.store(l.len(), Ordering::Release);
+        }
     }
 
     fn awaits_progress(&self, token: &ProgressToken) -> bool {
@@ -345,13 +384,16 @@ impl Meter {
 }
 
 /// A reader that counts every byte against the meter; once the meter trips
-/// it reads end of stream. It also reads each line that mentions
-/// `taskSupport` (a tool listing) for what rmcp's types drop.
+/// it reads end of stream. While a `tools/list` of mcpmon's awaits its
+/// answer it also reads each line that mentions `taskSupport`, for what
+/// rmcp's types drop; otherwise it copies nothing.
 pub struct MeteredRead<R> {
     inner: R,
     meter: Arc<Meter>,
-    /// The line being read, unless it grew past [`SNIFF_BYTES`].
+    /// The line being read, while a listing is due.
     line: Vec<u8>,
+    /// The rest of the line being read is skipped: it grew past
+    /// [`SNIFF_BYTES`], or began while no listing was due.
     long: bool,
 }
 
@@ -361,6 +403,9 @@ pub struct MeteredRead<R> {
 const SNIFF_BYTES: usize = 1 << 20;
 /// Most tools whose task support is kept: as many as a listing reads.
 const TASK_SUPPORT_KEPT: usize = 1024;
+/// Most `tools/list` requests remembered at once (a session has one
+/// listing outstanding at a time).
+const LISTINGS_KEPT: usize = 8;
 /// Largest line buffer kept between lines.
 const KEPT_LINE_BYTES: usize = 64 << 10;
 
@@ -376,6 +421,17 @@ impl<R> MeteredRead<R> {
     }
 
     fn sniff(&mut self, mut bytes: &[u8]) {
+        if !self.meter.awaits_listing() {
+            // No listing of mcpmon's is due: nothing is copied, and all
+            // that matters is whether the next byte starts a line.
+            if self.line.capacity() > 0 {
+                self.line = Vec::new();
+            }
+            if let Some(last) = bytes.last() {
+                self.long = *last != b'\n';
+            }
+            return;
+        }
         loop {
             let end = memchr::memchr(b'\n', bytes);
             let part = &bytes[..end.unwrap_or(bytes.len())];
@@ -386,8 +442,7 @@ impl<R> MeteredRead<R> {
             }
             let Some(end) = end else { return };
             if !self.long && memchr::memmem::find(&self.line, b"\"taskSupport\"").is_some() {
-                self.meter
-                    .note_task_support(super::tools::task_support_in(&self.line));
+                self.meter.note_task_support(&self.line);
             }
             // A big line's buffer is not kept for the session's life.
             if self.line.capacity() > KEPT_LINE_BYTES {
@@ -538,10 +593,13 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Metered<T> {
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let reply = matches!(item, JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_));
-        if let JsonRpcMessage::Request(r) = &item
-            && let Some(token) = progress_token(&r.request)
-        {
-            self.meter.expect_progress(r.id.clone(), token);
+        if let JsonRpcMessage::Request(r) = &item {
+            if let Some(token) = progress_token(&r.request) {
+                self.meter.expect_progress(r.id.clone(), token);
+            }
+            if matches!(r.request, ClientRequest::ListToolsRequest(_)) {
+                self.meter.expect_listing(r.id.clone());
+            }
         }
         let meter = self.meter.clone();
         let sent = self.inner().send(item);

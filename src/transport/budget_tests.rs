@@ -195,6 +195,8 @@ async fn a_stdio_listing_s_task_support_is_read_off_its_line_whatever_the_chunks
     stream.extend_from_slice(renamed.as_bytes());
     stream.extend_from_slice(b"\n");
     let meter = Arc::new(Meter::default());
+    meter.expect_listing(NumberOrString::Number(2));
+    meter.expect_listing(NumberOrString::Number(3));
     let mut r = MeteredRead::new(Sevens(&stream), meter.clone());
     let mut got = Vec::new();
     r.read_to_end(&mut got).await.expect("read");
@@ -208,4 +210,45 @@ async fn a_stdio_listing_s_task_support_is_read_off_its_line_whatever_the_chunks
         "read after the long line"
     );
     assert_eq!(meter.task_support("y"), None);
+}
+
+#[tokio::test]
+async fn only_answers_to_mcpmon_s_own_listings_are_read_and_long_names_are_not_kept() {
+    use super::super::tools::{MAX_TOOL_NAME, TaskSupport};
+    let line = |id: u32, name: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[{{"name":"{name}","inputSchema":{{}},"execution":{{"taskSupport":"optional"}}}}]}}}}"#
+        )
+        .into_bytes()
+    };
+    let long = "n".repeat(MAX_TOOL_NAME + 1);
+    let meter = Arc::new(Meter::default());
+    // Nothing asked: a line that looks like a listing is not even kept.
+    let mut r = MeteredRead::new(Sevens(b""), meter.clone());
+    let mut unsolicited = line(7, "early");
+    unsolicited.push(b'\n');
+    r.sniff(&unsolicited[..20]);
+    assert_eq!(r.line.capacity(), 0, "no copy while no listing is due");
+    // A listing asked mid-line: the rest of that line is not read.
+    meter.expect_listing(NumberOrString::Number(7));
+    r.sniff(&unsolicited[20..]);
+    assert_eq!(meter.task_support("early"), None);
+    // An answer to another id, and a name over the bound, are not kept.
+    let mut stream = line(99, "stranger");
+    stream.push(b'\n');
+    stream.extend(line(7, &long));
+    stream.push(b'\n');
+    stream.extend(line(7, "mine"));
+    stream.push(b'\n');
+    r.sniff(&stream);
+    assert_eq!(meter.task_support("stranger"), None);
+    assert_eq!(meter.task_support(&long), None);
+    assert_eq!(meter.task_support("mine"), Some(TaskSupport::Optional));
+    // Once answered, nothing more is read.
+    meter.settled(&NumberOrString::Number(7));
+    let mut after = line(7, "late");
+    after.push(b'\n');
+    r.sniff(&after);
+    assert_eq!(meter.task_support("late"), None);
+    assert_eq!(r.line.capacity(), 0);
 }

@@ -183,6 +183,12 @@ async fn read_endpoint(
     let mut read = 0;
     loop {
         if let Some((name, data)) = buf.next_named_event() {
+            if !meter.message(Instant::now()) {
+                return Err(failed(
+                    LinkFailure::MessageFlood,
+                    "more events than the budget before the `endpoint` event".to_owned(),
+                ));
+            }
             if name.is_empty() && data.is_empty() {
                 continue; // a comment or keep-alive
             }
@@ -237,9 +243,9 @@ async fn read_stream(
                         break 'read "the session was closed";
                     }
                 }
-                // Keep-alives and comments cost nothing; anything else
-                // mcpmon cannot use still counts against the budget.
-                None if name.is_empty() && data.is_empty() => {}
+                // Anything mcpmon cannot use, keep-alives and empty events
+                // among them, counts against the budget: a stream of
+                // blank lines is a flood of events like any other.
                 None => {
                     if !meter.message(Instant::now()) {
                         break 'read "the server sent more than its budget";

@@ -47,25 +47,66 @@ pub enum TaskSupport {
     Required,
 }
 
-/// The task support of every tool in a raw `tools/list` answer (one
-/// JSON-RPC message), for a listing read through rmcp, whose `Tool` keeps
-/// no `execution`.
-pub fn task_support_in(message: &[u8]) -> Vec<(String, TaskSupport)> {
-    let Ok(v) = serde_json::from_slice::<Value>(message) else {
-        return Vec::new();
-    };
-    let Some(tools) = v["result"]["tools"].as_array() else {
-        return Vec::new();
-    };
-    tools
-        .iter()
-        .filter_map(|t| Some((t["name"].as_str()?.to_owned(), TaskSupport::of(t))))
-        .collect()
+/// Longest tool name whose task support is kept, in bytes: the spec asks
+/// for at most 128 characters.
+pub const MAX_TOOL_NAME: usize = 512;
+
+/// A raw `tools/list` answer, as much of it as task support needs; every
+/// other field is skipped unread, and names are borrowed from the line.
+#[derive(serde::Deserialize)]
+struct ListingAnswer<'a> {
+    id: rmcp::model::RequestId,
+    #[serde(borrow)]
+    result: ListingResult<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct ListingResult<'a> {
+    #[serde(borrow, default)]
+    tools: Vec<ListedTool<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ListedTool<'a> {
+    #[serde(borrow)]
+    name: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    execution: Option<Execution<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Execution<'a> {
+    #[serde(borrow, default, rename = "taskSupport")]
+    task_support: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// The id of a raw `tools/list` answer (one JSON-RPC message) and the task
+/// support of each of its tools named in at most [`MAX_TOOL_NAME`] bytes,
+/// for a listing read through rmcp, whose `Tool` keeps no `execution`.
+pub fn task_support_in(
+    message: &[u8],
+) -> Option<(rmcp::model::RequestId, Vec<(String, TaskSupport)>)> {
+    let answer: ListingAnswer<'_> = serde_json::from_slice(message).ok()?;
+    let said = answer
+        .result
+        .tools
+        .into_iter()
+        .filter(|t| t.name.len() <= MAX_TOOL_NAME)
+        .map(|t| {
+            let word = t.execution.and_then(|e| e.task_support);
+            (t.name.into_owned(), TaskSupport::from_word(word.as_deref()))
+        })
+        .collect();
+    Some((answer.id, said))
 }
 
 impl TaskSupport {
     fn of(tool: &Value) -> TaskSupport {
-        match tool["execution"]["taskSupport"].as_str() {
+        TaskSupport::from_word(tool["execution"]["taskSupport"].as_str())
+    }
+
+    fn from_word(word: Option<&str>) -> TaskSupport {
+        match word {
             Some("optional") => TaskSupport::Optional,
             Some("required") => TaskSupport::Required,
             _ => TaskSupport::Forbidden,
