@@ -44,6 +44,15 @@ pub enum RunError {
     /// The OTLP export could not start.
     #[error("OTLP: {0}")]
     Otlp(#[from] crate::output::otlp::OtlpError),
+    /// A task the service cannot run without ended while it ran: the
+    /// process stops rather than serve a fleet without its verdicts.
+    #[error("the {task} stopped while the service ran ({why}); stopping")]
+    Ended {
+        /// Which task.
+        task: &'static str,
+        /// How it ended: its panic's message, or that it was cancelled.
+        why: String,
+    },
 }
 
 /// The shared HTTP client: keep-alive pool, rustls, bounded connect.
@@ -76,6 +85,10 @@ pub struct Options {
     pub handshakes: Option<usize>,
     /// OTLP push, when configured.
     pub otlp: Option<crate::output::otlp::OtlpConfig>,
+    /// Receives the state owner's abort handle once it runs: a test kills
+    /// the owner with it on purpose, and the run must end loudly.
+    #[doc(hidden)]
+    pub owner_abort: Option<tokio::sync::oneshot::Sender<tokio::task::AbortHandle>>,
 }
 
 impl Options {
@@ -115,7 +128,7 @@ pub async fn run_with(
     let otlp = (options.otlp.as_ref())
         .map(|cfg| Otlp::start(cfg, &snap_rx, metrics.otlp.clone()).map(Arc::new))
         .transpose()?;
-    let fleet_task = start_owner(
+    let mut fleet_task = start_owner(
         &config,
         shard,
         (fleet_rx, &fleet_tx),
@@ -123,6 +136,9 @@ pub async fn run_with(
         otlp.clone(),
         &cancel,
     );
+    if let Some(tx) = options.owner_abort.take() {
+        let _ = tx.send(fleet_task.abort_handle());
+    }
     let handshakes = options
         .handshakes
         .unwrap_or_else(supervise::default_handshakes);
@@ -172,6 +188,19 @@ pub async fn run_with(
                 cancel.cancel();
                 fleet.supervisors.stop_all(SHUTDOWN_DEADLINE).await;
                 return served(r);
+            }
+            // Before shutdown the owner never ends: if it does, every
+            // verdict is gone, and the process must not read healthy.
+            ended = &mut fleet_task => {
+                let why = match ended {
+                    Err(e) if e.is_panic() => panic_text(e.into_panic()),
+                    Err(_) => "cancelled".to_owned(),
+                    Ok(()) => "returned".to_owned(),
+                };
+                tracing::error!(task = "state owner", why = %why, "an essential task stopped; stopping");
+                cancel.cancel();
+                fleet.supervisors.stop_all(SHUTDOWN_DEADLINE).await;
+                return Err(RunError::Ended { task: "state owner", why });
             }
             Some(update) = sd_rx.recv() => {
                 fleet.discovered(waiting(update, &mut sd_rx)).await;
@@ -263,6 +292,16 @@ fn first_verdicts_within<'a>(servers: impl Iterator<Item = &'a config::ServerSpe
         .max()
         .unwrap_or_default();
     slowest + Duration::from_secs(1)
+}
+
+/// A panic's message, when it is text.
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(s) => format!("panicked: {s}"),
+        Err(p) => p
+            .downcast_ref::<&str>()
+            .map_or_else(|| "panicked".to_owned(), |s| format!("panicked: {s}")),
+    }
 }
 
 /// How the main web server ended, as the run's result.

@@ -107,6 +107,17 @@ impl Fleet {
                 "discovery refresh failed; the source keeps its last good list"
             );
         }
+        // The same failure again is counted, and was logged the first time.
+        for mechanism in &report.failing_again {
+            self.count(DiscoveryNews::Failed(*mechanism)).await;
+        }
+        for (mechanism, origin) in &report.recovered {
+            tracing::info!(
+                mechanism = mechanism.as_str(),
+                origin = %redact::redact(&origin.display().to_string()),
+                "discovery refresh succeeded again"
+            );
+        }
         let mut logged = 0;
         let mut unlogged = 0;
         for (mechanism, reason, count, errors) in &report.rejected {

@@ -31,12 +31,21 @@ pub(super) async fn run(
     cancel: CancellationToken,
 ) {
     let changed = Arc::new(Notify::new());
-    // Dropped (and the watch removed) when the task ends.
-    let _watcher = watch(&sd.files, changed.clone());
+    // Dropped (and the watch removed) when the task ends; set anew when a
+    // wildcard directory comes or goes.
+    let mut watching = Vec::new();
+    let mut _watcher = None;
     loop {
         let files = sd.files.clone();
-        let documents = match tokio::task::spawn_blocking(move || read_all(&files)).await {
-            Ok(d) => d,
+        let read = tokio::task::spawn_blocking(move || (read_all(&files), watched(&files)));
+        let documents = match read.await {
+            Ok((d, dirs)) => {
+                if dirs != watching {
+                    _watcher = watch(&dirs, changed.clone());
+                    watching = dirs;
+                }
+                d
+            }
             Err(e) => vec![Document {
                 origin: PathBuf::from("file_sd"),
                 text: Err(format!("reading the files failed: {e}")),
@@ -74,10 +83,10 @@ async fn settle(changed: &Notify, cancel: &CancellationToken) -> bool {
     }
 }
 
-/// Watch the directories the patterns name (files come and go by rename,
-/// so the files themselves cannot be watched). Without a watch the interval
-/// still applies.
-fn watch(patterns: &[PathBuf], changed: Arc<Notify>) -> Option<notify::RecommendedWatcher> {
+/// Watch the directories the patterns read ([`watched`]: files come and
+/// go by rename, so the files themselves cannot be watched). Without a
+/// watch the interval still applies.
+fn watch(dirs: &[PathBuf], changed: Arc<Notify>) -> Option<notify::RecommendedWatcher> {
     let mut watcher = match notify::recommended_watcher(
         move |event: notify::Result<notify::Event>| {
             // Reading a file is an event too: waking on those, mcpmon's
@@ -93,9 +102,6 @@ fn watch(patterns: &[PathBuf], changed: Arc<Notify>) -> Option<notify::Recommend
             return None;
         }
     };
-    let mut dirs: Vec<&Path> = patterns.iter().filter_map(|p| p.parent()).collect();
-    dirs.sort();
-    dirs.dedup();
     for dir in dirs {
         if let Err(e) = watcher.watch(dir, notify::RecursiveMode::NonRecursive) {
             tracing::warn!(dir = %dir.display(), error = %e, "file_sd: cannot watch directory; reading it every refresh_interval only");
@@ -104,51 +110,126 @@ fn watch(patterns: &[PathBuf], changed: Arc<Notify>) -> Option<notify::Recommend
     Some(watcher)
 }
 
+/// Most directories one pattern's wildcards may expand to; past it the
+/// pattern is reported, not silently cut.
+const MAX_DIRS: usize = 4096;
+
+/// Whether a path segment is a pattern rather than a name.
+fn is_pattern(segment: &str) -> bool {
+    segment.contains(['*', '?', '['])
+}
+
+/// The entries of `dir` whose names match `segment` (dot entries only when
+/// the segment starts with a dot, as in a shell: `*` skips editors'
+/// temporaries and Kubernetes' `..data`), directories or files as `dirs`
+/// says. A missing directory matches nothing, as Prometheus's glob does.
+fn matching(dir: &Path, segment: &str, dirs: bool) -> Vec<PathBuf> {
+    let Ok(glob) = glob::Pattern::new(segment) else {
+        return Vec::new();
+    };
+    let dots = segment.starts_with('.');
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            (dots || !name.starts_with('.')) && glob.matches(&name) && e.path().is_dir() == dirs
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+/// The directories a pattern's directory part names: itself when it has
+/// no wildcard, else every directory its wildcards match (`/srv/*/`),
+/// sorted; an error past [`MAX_DIRS`].
+fn directories(pattern: &Path) -> Result<Vec<PathBuf>, String> {
+    let Some(parent) = pattern.parent() else {
+        return Ok(Vec::new());
+    };
+    let mut dirs = vec![PathBuf::new()];
+    for part in parent.components() {
+        let segment = part.as_os_str().to_string_lossy();
+        if !is_pattern(&segment) {
+            dirs.iter_mut().for_each(|d| d.push(part));
+            continue;
+        }
+        let mut next = Vec::new();
+        for d in &dirs {
+            next.extend(matching(d, &segment, true));
+            if next.len() > MAX_DIRS {
+                return Err(format!(
+                    "the pattern's directories match more than {MAX_DIRS} directories"
+                ));
+            }
+        }
+        dirs = next;
+    }
+    dirs.sort();
+    Ok(dirs)
+}
+
+/// Every directory the patterns read, for the watch: the ones they match
+/// now, and the folder above each wildcard, so a new project folder is
+/// noticed too.
+fn watched(patterns: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for pattern in patterns {
+        out.extend(directories(pattern).unwrap_or_default());
+        let mut literal = PathBuf::new();
+        for part in pattern.parent().into_iter().flat_map(Path::components) {
+            if is_pattern(&part.as_os_str().to_string_lossy()) {
+                out.push(literal.clone());
+                break;
+            }
+            literal.push(part);
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// Every file the patterns match, sorted by path, each read or failed.
+/// A wildcard may stand in any segment (`/srv/*/.mcp.json`); a pattern
+/// whose directories cannot be listed within bounds is one failed document.
 pub(super) fn read_all(patterns: &[PathBuf]) -> Vec<Document> {
     let mut paths = Vec::new();
+    let mut failed = Vec::new();
     for pattern in patterns {
-        let (Some(dir), Some(name)) = (pattern.parent(), pattern.file_name()) else {
+        let Some(name) = pattern.file_name() else {
             continue;
         };
-        let name = name.to_string_lossy();
-        let Ok(glob) = glob::Pattern::new(&name) else {
-            continue;
-        };
-        // As in a shell, only a pattern that starts with a dot matches dot
-        // files (`.mcp.json`); `*` does not.
-        let dots = name.starts_with('.');
-        // A missing directory matches nothing, as Prometheus's glob does.
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let file_name = entry.file_name();
-            // Dot files are editors' temporaries and Kubernetes' `..data`.
-            let name = file_name.to_string_lossy();
-            if (dots || !name.starts_with('.')) && glob.matches(&name) {
-                paths.push(entry.path());
+        match directories(pattern) {
+            Ok(dirs) => {
+                for dir in dirs {
+                    paths.extend(matching(&dir, &name.to_string_lossy(), false));
+                }
             }
+            Err(why) => failed.push(Document {
+                origin: pattern.clone(),
+                text: Err(why),
+            }),
         }
     }
     paths.sort();
     paths.dedup();
-    paths
-        .into_iter()
-        .filter_map(|path| {
-            let text = match std::fs::metadata(&path) {
-                Ok(m) if m.is_dir() => return None,
-                Ok(m) if m.len() > MAX_DOCUMENT => Err(format!(
-                    "file is {} bytes, more than the {MAX_DOCUMENT} a discovery file may hold",
-                    m.len()
-                )),
-                Ok(_) => std::fs::read_to_string(&path).map_err(|e| format!("cannot read: {e}")),
-                // Removed between listing and reading: gone.
-                Err(_) => return None,
-            };
-            Some(Document { origin: path, text })
-        })
-        .collect()
+    let read = paths.into_iter().filter_map(|path| {
+        let text = match std::fs::metadata(&path) {
+            Ok(m) if m.is_dir() => return None,
+            Ok(m) if m.len() > MAX_DOCUMENT => Err(format!(
+                "file is {} bytes, more than the {MAX_DOCUMENT} a discovery file may hold",
+                m.len()
+            )),
+            Ok(_) => std::fs::read_to_string(&path).map_err(|e| format!("cannot read: {e}")),
+            // Removed between listing and reading: gone.
+            Err(_) => return None,
+        };
+        Some(Document { origin: path, text })
+    });
+    read.chain(failed).collect()
 }
 
 #[cfg(test)]
@@ -202,5 +283,49 @@ mod tests {
         assert_eq!(docs.len(), 1);
         assert!(docs.iter().all(|d| d.text.as_deref() == Ok("[]")));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_wildcard_in_a_directory_matches_every_folder_but_dot_folders() {
+        let dir = tempfile::tempdir().unwrap();
+        for project in ["alpha", "beta", ".cache", "gamma"] {
+            std::fs::create_dir(dir.path().join(project)).unwrap();
+        }
+        for project in ["alpha", "beta", ".cache"] {
+            std::fs::write(dir.path().join(project).join(".mcp.json"), "{}").unwrap();
+        }
+        std::fs::write(dir.path().join("file-not-dir"), "").unwrap();
+        let pattern = dir.path().join("*/.mcp.json");
+        let docs = read_all(std::slice::from_ref(&pattern));
+        let found: Vec<PathBuf> = docs.iter().map(|d| d.origin.clone()).collect();
+        assert_eq!(
+            found,
+            [
+                dir.path().join("alpha/.mcp.json"),
+                dir.path().join("beta/.mcp.json")
+            ]
+        );
+        // The watch covers each folder and the one above the wildcard.
+        let w = watched(&[pattern]);
+        for d in ["", "alpha", "beta", "gamma"] {
+            assert!(w.contains(&dir.path().join(d)), "{d:?} not in {w:?}");
+        }
+        assert!(!w.contains(&dir.path().join(".cache")));
+    }
+
+    #[test]
+    fn a_wildcard_that_expands_past_the_bound_is_one_failed_document() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..=MAX_DIRS {
+            std::fs::create_dir(dir.path().join(format!("p{i}"))).unwrap();
+        }
+        let docs = read_all(&[dir.path().join("p*/.mcp.json")]);
+        let [doc] = &docs[..] else { panic!("{docs:?}") };
+        assert!(
+            doc.text
+                .as_ref()
+                .is_err_and(|e| e.contains("more than 4096")),
+            "{doc:?}"
+        );
     }
 }

@@ -469,13 +469,21 @@ impl Discovery {
 pub struct Discovered {
     /// In settling order, each with the last good entries of its documents.
     sources: Vec<(u64, Source, BTreeMap<PathBuf, Entries>)>,
+    /// The last failure of each failing document, by source: the same
+    /// failure again is counted, not logged again.
+    failing: HashMap<(u64, PathBuf), String>,
 }
 
 /// What one update found worth telling.
 #[derive(Debug, Default)]
 pub struct Report {
-    /// Documents that could not be read or were not a list of entries.
+    /// Documents that could not be read or were not a list of entries,
+    /// failing anew or otherwise than last time.
     pub failures: Vec<(Mechanism, ConfigError)>,
+    /// Documents failing again as they did last time: counted, not logged.
+    pub failing_again: Vec<Mechanism>,
+    /// Documents that failed last time and read well now.
+    pub recovered: Vec<(Mechanism, PathBuf)>,
     /// Entries left out: how many, why, and their problems.
     pub rejected: Vec<(Mechanism, Rejection, usize, Vec<ConfigError>)>,
     /// Risky but valid settings in new entries.
@@ -508,6 +516,8 @@ impl Discovered {
             let docs = old.remove(&id).unwrap_or_default();
             self.sources.push((id, source, docs));
         }
+        let ids: Vec<u64> = self.sources.iter().map(|(id, ..)| *id).collect();
+        self.failing.retain(|(id, _), _| ids.contains(id));
     }
 
     /// Take one source's refresh: keep what validated, keep the last good
@@ -530,8 +540,21 @@ impl Discovered {
             let Checked::Fresh(origin, parsed) = doc else {
                 continue;
             };
+            let key = (update.source, origin.clone());
             match parsed {
+                Err(e) => {
+                    let text = e.to_string();
+                    if self.failing.get(&key) == Some(&text) {
+                        report.failing_again.push(mechanism);
+                    } else {
+                        self.failing.insert(key, text);
+                        report.failures.push((mechanism, e));
+                    }
+                }
                 Ok(entries) => {
+                    if self.failing.remove(&key).is_some() {
+                        report.recovered.push((mechanism, origin.clone()));
+                    }
                     for r in &entries.rejected {
                         report
                             .rejected
@@ -543,7 +566,6 @@ impl Discovered {
                         report.changed = true;
                     }
                 }
-                Err(e) => report.failures.push((mechanism, e)),
             }
         }
         report
