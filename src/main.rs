@@ -210,7 +210,7 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    match cli.cmd {
+    let done = match cli.cmd {
         Some(Cmd::CheckConfig { ref file }) => Ok(check_config(file)),
         Some(Cmd::Probe(ref args)) => probe_once(args, &runtime),
         Some(Cmd::Import {
@@ -218,8 +218,15 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             ref format,
         }) => import(files, format),
         None => serve(cli, &runtime),
-    }
+    };
+    // A blocking thread may still run what cannot be stopped (a CEL
+    // evaluation past its deadline): the process does not wait for it.
+    runtime.shutdown_timeout(EXIT_GRACE);
+    done
 }
+
+/// How long the process waits, at exit, for blocking work still running.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `mcpmon probe`: one server, once; exit 0 only when healthy.
 fn probe_once(a: &ProbeArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Result<ExitCode> {

@@ -86,10 +86,11 @@ impl<'de> Deserialize<'de> for Dur {
     }
 }
 
-/// The longest duration accepted anywhere (ten years): every timer, every
-/// date a window computes from it and every deadline stays far inside what
-/// clocks and dates can hold, and a longer one is a typing mistake.
-pub const MAX_DURATION: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
+/// The longest duration accepted anywhere (ten years of 365.25 days):
+/// every timer, every date a window computes from it and every deadline
+/// stays far inside what clocks and dates can hold, and a longer one is a
+/// typing mistake.
+pub const MAX_DURATION: Duration = Duration::from_secs(315_576_000);
 
 /// A duration written as `250ms`, `5s`, `2m`, at most [`MAX_DURATION`]:
 /// the one parser of durations for the config file and the flags.
@@ -97,7 +98,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(text.trim()).map_err(|e| e.to_string())?;
     if d > MAX_DURATION {
         return Err(format!(
-            "longer than the most accepted, {}",
+            "over the longest accepted, {}",
             humantime::format_duration(MAX_DURATION)
         ));
     }

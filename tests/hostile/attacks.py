@@ -20,9 +20,22 @@ MCP servers:
                              stream takes it (sse)
               elsewhere      the stream names a message endpoint on another
                              origin, at once (sse)
+              blank-events   empty events ("\\n\\n") as fast as the stream
+                             takes them (sse)
+              sniff          unsolicited listing-shaped lines, each under
+                             1 MiB, naming one tool of ~1 MB with
+                             taskSupport, 16 a second (stdio)
+              slow-cel       every tools/call answer has 3 000 text items,
+                             for a condition that compares each with each
 
 Other peers:
     attacks.py serve BODY_FILE PORT_FILE      http_sd: BODY_FILE's bytes, as JSON, on every GET
+    attacks.py registry KIND TRIGGER PORT_FILE
+        an MCP Registry (GET /v0.1/servers); empty until TRIGGER exists, then:
+        KIND: huge-version   12 pages, each one active server (a new name)
+                             whose version is a 15 MiB string
+              alike-names    one page of 40 000 servers whose names agree in
+                             their first 64 characters
     attacks.py token TOKEN PORT_FILE          an OAuth token endpoint handing out TOKEN
 
 PORT_FILE receives the port the server listens on (bound to 127.0.0.1:0).
@@ -82,6 +95,9 @@ def answer(era, kind, msg, pages_served):
     result = handshake_result(era, method)
     if result is None and method == "ping" and era == "legacy":
         result = {}
+    if result is None and method == "tools/call" and kind == "slow-cel":
+        items = 3000 if attacking(TRIGGER) else 1
+        result = {"content": [{"type": "text", "text": "t"} for _ in range(items)]}
     if result is None and method == "tools/list":
         if kind == "huge-tools":
             page = int((msg.get("params") or {}).get("cursor") or 0)
@@ -97,6 +113,10 @@ def answer(era, kind, msg, pages_served):
     if result is None:
         return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32601, "message": "no such method"}}
     return {"jsonrpc": "2.0", "id": msg_id, "result": result}
+
+
+# The trigger file of this peer (set by main), for answers that change.
+TRIGGER = ""
 
 
 def attacking(trigger):
@@ -120,6 +140,17 @@ def stdio(era, kind, trigger):
             while True:
                 write(storm_line("list_changed", 0))
                 time.sleep(0.05)
+        if kind == "sniff":
+            # Under the inbound budget (32 MiB/s): answers to nothing
+            # mcpmon asked, each naming a new megabyte-long tool.
+            while True:
+                name = f"{n:08d}" + "n" * 1_000_000
+                n += 1
+                tool = {"name": name, "inputSchema": {}, "execution": {"taskSupport": "optional"}}
+                write(json.dumps({"jsonrpc": "2.0", "id": 900000 + n, "result": {"tools": [tool]}}))
+                time.sleep(1 / 16)
+        if kind == "slow-cel":
+            return
         while True:
             chunk = "\n".join(storm_line(kind, n + i) for i in range(500))
             n += 500
@@ -266,6 +297,10 @@ class Sse(http.server.BaseHTTPRequestHandler):
                     pass
                 if not attacking(self.trigger):
                     continue
+                if self.kind == "blank-events":
+                    blank = b"\n\n" * 32768
+                    while True:
+                        self.wfile.write(blank)
                 if self.kind == "endless-event":
                     self.wfile.write(b"event: message\ndata: ")
                     piece = b"z" * 65536
@@ -296,6 +331,53 @@ class Serve(http.server.BaseHTTPRequestHandler):
                 body = f.read()
         except OSError:
             body = b"[]"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class Registry(http.server.BaseHTTPRequestHandler):
+    """An MCP Registry's GET /v0.1/servers, hostile once TRIGGER exists."""
+
+    protocol_version = "HTTP/1.1"
+    kind = "huge-version"
+    trigger = ""
+
+    def log_message(self, *args):
+        pass
+
+    def page(self, cursor):
+        official = {"io.modelcontextprotocol.registry/official": {"status": "active", "isLatest": True}}
+        remote = lambda i: [{"type": "streamable-http", "url": f"http://127.0.0.1:9/mcp/{i}"}]
+        if not attacking(self.trigger):
+            return {"servers": [], "metadata": {"count": 0}}
+        if self.kind == "alike-names":
+            prefix = "io.example.alike/" + "a" * 60
+            servers = [
+                {"server": {"name": f"{prefix}{i}", "version": "1", "remotes": remote(i)}, "_meta": official}
+                for i in range(40_000)
+            ]
+            return {"servers": servers, "metadata": {"count": len(servers)}}
+        page = int(cursor or 0)
+        server = {"name": f"io.example.huge/s{page}", "version": "v" * (15 << 20), "remotes": remote(page)}
+        out = {"servers": [{"server": server, "_meta": official}], "metadata": {"count": 1}}
+        if page < 11:
+            out["metadata"]["nextCursor"] = str(page + 1)
+        return out
+
+    def do_GET(self):
+        from urllib.parse import parse_qs, urlparse
+
+        url = urlparse(self.path)
+        if url.path != "/v0.1/servers":
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        cursor = (parse_qs(url.query).get("cursor") or [None])[0]
+        body = json.dumps(self.page(cursor)).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -337,7 +419,10 @@ def listen(handler, port_file):
 
 
 def main():
+    global TRIGGER
     what = sys.argv[1]
+    if what in ("stdio", "http"):
+        TRIGGER = sys.argv[4]
     if what == "stdio":
         stdio(sys.argv[2], sys.argv[3], sys.argv[4])
     elif what == "http":
@@ -349,6 +434,9 @@ def main():
     elif what == "serve":
         Serve.body_file = sys.argv[2]
         listen(Serve, sys.argv[3])
+    elif what == "registry":
+        Registry.kind, Registry.trigger = sys.argv[2], sys.argv[3]
+        listen(Registry, sys.argv[4])
     elif what == "token":
         Token.token = sys.argv[2]
         listen(Token, sys.argv[3])

@@ -233,3 +233,44 @@ async fn client_configs_are_a_discovery_source_that_follows_edits() {
     let (_, v) = mon.server("desktop").await;
     assert_eq!(v["sessions"], 1, "{v}");
 }
+
+/// `/srv/*/.mcp.json`: a wildcard in a folder reads every project's file
+/// (dot folders aside), and a project added later is picked up without a
+/// reload, its folder appearing under the watched one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wildcard_folder_reads_every_project_and_follows_new_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let demo = demo_server().display().to_string();
+    let project = |name: &str| {
+        let folder = dir.path().join("srv").join(name);
+        std::fs::create_dir_all(&folder).expect("mkdir");
+        let text = format!(
+            r#"{{"mcpServers": {{"{name}": {{"command": {demo:?}, "args": ["--name", "{name}"]}}}}}}"#
+        );
+        let tmp = folder.join(".mcp.json.tmp");
+        std::fs::write(&tmp, text).expect("write");
+        std::fs::rename(&tmp, folder.join(".mcp.json")).expect("rename");
+    };
+    project("alpha");
+    project("beta");
+    project(".hidden");
+    let cfg = dir.path().join("fleet.yaml");
+    std::fs::write(
+        &cfg,
+        "client_config_sd_configs:\n  - files: [srv/*/.mcp.json]\n    refresh_interval: 1h\n",
+    )
+    .expect("write");
+    let (code, out, err) = outcome(mcpmon().args(["check-config", cfg.to_str().expect("utf-8")]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("2 from file_sd"), "{out}");
+    let mon = Binary::start(&cfg, &[]).await;
+    for id in ["alpha", "beta"] {
+        mon.wait_status(id, "healthy", Duration::from_secs(30))
+            .await;
+    }
+    // Long before the hour's refresh: the watch sees the new folder.
+    project("gamma");
+    mon.wait_status("gamma", "healthy", Duration::from_secs(30))
+        .await;
+    assert_eq!(mon.server("hidden").await.0, 404, "dot folders are skipped");
+}

@@ -67,6 +67,15 @@ fn invalid_files_are_pinned_to_their_messages() {
             vec!["tests/testdata/invalid-duration.yml:2:3: global: invalid duration \"10 sekonds\" (unknown time unit \"sekonds\", supported units: ns, us/µs, ms, sec, min, hours, days, weeks, months, years (and few variations)); write it like 250ms, 5s or 2m".to_owned()],
         ),
         (
+            // Durations past ten years: a window of 300000y once panicked
+            // the state owner.
+            "tests/testdata/invalid-long-duration.yml",
+            vec![
+                "tests/testdata/invalid-long-duration.yml:3:5: maintenance[0]: invalid duration \"300000y\" (over the longest accepted, 10years); write it like 250ms, 5s or 2m".to_owned(),
+                "tests/testdata/invalid-long-duration.yml:8:5: server \"a\": invalid duration \"20y\" (over the longest accepted, 10years); write it like 250ms, 5s or 2m".to_owned(),
+            ],
+        ),
+        (
             "tests/testdata/invalid-transport.yml",
             vec!["tests/testdata/invalid-transport.yml:3:16: servers[0].transport: unknown variant `websocket`, expected one of `stdio`, `http`, `sse`".to_owned()],
         ),
@@ -478,4 +487,66 @@ fn check_config_reads_file_sd_files_and_names_each_problem() {
         out.contains("valid, 1 server(s) and 1 from file_sd"),
         "{out}"
     );
+}
+
+/// A file nested twenty thousand brackets deep (the main file, or a client
+/// config it reads), or a duration past ten years: a clear error naming
+/// the file, line and column, from `check-config` and at start-up alike,
+/// and an exit, never a crash (a recursing parser overflowed its stack).
+#[test]
+fn nested_files_and_endless_durations_are_clear_errors_not_crashes() {
+    use crate::support::{mcpmon, outcome};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let main = dir.path().join("fleet.yaml");
+    std::fs::write(&main, format!("servers: {}", "[".repeat(20_000))).expect("write");
+    let client = dir.path().join("claude_desktop_config.json");
+    std::fs::write(&client, format!("{{\"mcpServers\": {}", "[".repeat(20_000))).expect("write");
+    let reads_client = dir.path().join("clients.yaml");
+    std::fs::write(
+        &reads_client,
+        format!(
+            "client_config_sd_configs:\n  - files: [{:?}]\n",
+            client.display()
+        ),
+    )
+    .expect("write");
+    let long = "tests/testdata/invalid-long-duration.yml";
+    let path = |p: &Path| p.to_str().expect("utf-8").to_owned();
+    let cases = [
+        (
+            path(&main),
+            format!("{}:1:265: nested more than 128 levels deep", main.display()),
+        ),
+        (
+            path(&reads_client),
+            format!(
+                "{}:1:143: nested more than 128 levels deep",
+                client.display()
+            ),
+        ),
+        (
+            long.to_owned(),
+            format!("{long}:3:5: maintenance[0]: invalid duration \"300000y\""),
+        ),
+    ];
+    for (file, want) in &cases {
+        let (code, out, err) = outcome(
+            mcpmon()
+                .args(["check-config", file])
+                .current_dir(env!("CARGO_MANIFEST_DIR")),
+        );
+        assert_eq!(code, 1, "check-config {file}: {out}{err}");
+        assert!(err.contains(want.as_str()), "check-config {file}: {err}");
+    }
+    // At start-up the main file's errors stop the process with its words;
+    // a client config's is a discovery failure, for the running monitor.
+    for (file, want) in [&cases[0], &cases[2]] {
+        let (code, out, err) = outcome(
+            mcpmon()
+                .args(["--config.file", file, "--web.listen-address", "127.0.0.1:0"])
+                .current_dir(env!("CARGO_MANIFEST_DIR")),
+        );
+        assert_eq!(code, 2, "start-up on {file} exits, not crashes: {out}{err}");
+        assert!(err.contains(want.as_str()), "start-up on {file}: {err}");
+    }
 }

@@ -700,3 +700,50 @@ async fn a_server_s_huge_and_control_character_strings_stay_out_of_outputs() {
     }
     assert_bystander_untouched(&mon).await;
 }
+
+/// The state owner killed on purpose (through its abort handle, as a panic
+/// would end it): the run ends with an error naming it, so the process
+/// exits loudly instead of serving a fleet of no servers that reads
+/// healthy (a window of 300000y once did exactly that).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_state_owner_killed_on_purpose_ends_the_run_loudly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("fleet.yaml");
+    std::fs::write(&path, format!("servers:\n{}", bystander())).expect("write");
+    let config = mcpmon::config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let options = mcpmon::Options {
+        owner_abort: Some(tx),
+        ..Default::default()
+    };
+    let run = tokio::spawn(mcpmon::run_with(
+        config,
+        listener,
+        std::future::pending::<()>(),
+        options,
+    ));
+    let owner = rx.await.expect("the owner's abort handle");
+    let http = test_client();
+    let ready = http.get(format!("http://{addr}/-/healthy")).send().await;
+    assert!(ready.is_ok_and(|r| r.status() == 200), "serving before");
+    owner.abort();
+    let ended = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the run ends once its owner is gone")
+        .expect("the run's task");
+    let err = ended.expect_err("a dead owner is an error");
+    assert!(
+        matches!(&err, mcpmon::RunError::Ended { task: "state owner", why } if why == "cancelled"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("the state owner stopped"), "{err}");
+    let after = http.get(format!("http://{addr}/-/healthy")).send().await;
+    assert!(
+        after.is_err(),
+        "nothing answers for a monitor without verdicts"
+    );
+}

@@ -77,26 +77,32 @@ pub enum Standing {
 }
 
 impl Listed {
-    /// What keeping it costs, in bytes: its text and a little for each
-    /// piece of it.
+    /// What keeping it costs, in bytes: its text (the name twice, as the
+    /// store's key too) and what the allocator and the map take for each
+    /// piece, measured high.
     fn bytes(&self) -> usize {
         let header = |h: &Header| {
             h.name.len()
                 + h.value.as_ref().map_or(0, String::len)
                 + h.default.as_ref().map_or(0, String::len)
-                + 64
+                + 160
         };
         let remote = |r: &Remote| {
-            r.kind.len() + r.url.len() + r.headers.iter().map(header).sum::<usize>() + 64
+            r.kind.len() + r.url.len() + r.headers.iter().map(header).sum::<usize>() + 160
         };
-        self.name.len() + self.version.len() + self.remotes.iter().map(remote).sum::<usize>() + 128
+        2 * self.name.len()
+            + self.version.len()
+            + self.remotes.iter().map(remote).sum::<usize>()
+            + 256
     }
 }
 
 /// Most bytes of records a registry source keeps ([`Listed::bytes`]):
-/// half of what one discovery document may be, since the records are also
-/// written out once for validation.
-pub const MAX_KEPT_BYTES: usize = 8 << 20;
+/// some ten thousand servers with one remote each, several times the
+/// official registry's. The records are written out and read back once
+/// more for validation, so what a walk holds at its peak is a few times
+/// this.
+pub const MAX_KEPT_BYTES: usize = 4 << 20;
 /// Most records kept, whatever their size.
 pub const MAX_RECORDS: usize = 100_000;
 /// Most skipped records named (the rest are only counted).
@@ -110,9 +116,13 @@ pub struct Kept {
     records: BTreeMap<String, Listed>,
     /// Skipped servers by name (at most [`NAMED_SKIPS`]), with why.
     skipped: BTreeMap<String, String>,
-    /// Skipped servers past those named.
+    /// How many skipped servers there are past those named.
     #[serde(default)]
     unnamed_skips: usize,
+    /// Those servers, by a hash of their names: a walk that lists them
+    /// again must not count them again (at most [`MAX_RECORDS`]).
+    #[serde(skip)]
+    unnamed: std::collections::HashSet<u64>,
     #[serde(skip)]
     bytes: usize,
 }
@@ -143,7 +153,7 @@ impl Kept {
                         format!("over the {MAX_RECORDS} records a registry source may keep"),
                     );
                 } else {
-                    self.skipped.remove(&name);
+                    self.unskip(&name);
                     self.bytes += size;
                     self.records.insert(name, record);
                 }
@@ -170,8 +180,16 @@ impl Kept {
     fn skip(&mut self, name: String, why: String) {
         if self.skipped.len() < NAMED_SKIPS || self.skipped.contains_key(&name) {
             self.skipped.insert(name, why);
-        } else {
-            self.unnamed_skips += 1;
+        } else if self.unnamed.len() < MAX_RECORDS {
+            self.unnamed.insert(name_hash(&name));
+            self.unnamed_skips = self.unnamed.len();
+        }
+    }
+
+    /// `name` is kept now: no longer a skip.
+    fn unskip(&mut self, name: &str) {
+        if self.skipped.remove(name).is_none() && self.unnamed.remove(&name_hash(name)) {
+            self.unnamed_skips = self.unnamed.len();
         }
     }
 
@@ -190,6 +208,14 @@ impl Kept {
     pub fn to_text(&self) -> Result<String, String> {
         serde_json::to_string(self).map_err(|e| e.to_string())
     }
+}
+
+/// A name's fingerprint, for skips past those named.
+fn name_hash(name: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    h.finish()
 }
 
 /// The kept records (a [`Kept`] as JSON) as entries, with the servers
@@ -362,6 +388,16 @@ mod tests {
         assert!(skipped > 0);
         assert_eq!(k.skipped.len() + k.unnamed_skips, skipped);
         assert!(k.skipped.len() <= NAMED_SKIPS);
+        // The same listing again (an incremental walk) skips the same.
+        let before = k.to_text().expect("text");
+        for i in 0..10_000 {
+            k.take(big(i));
+        }
+        assert_eq!(
+            k.to_text().expect("text"),
+            before,
+            "walked again, nothing changes"
+        );
         k.take(Item::TooLarge {
             name: "io.a/s0".into(),
             why: "its version is 9 bytes, over 8".into(),

@@ -57,8 +57,8 @@ impl Validator<'_> {
         })
     }
 
-    /// A `client_config_sd_configs` entry: patterns (only the file name may
-    /// hold a `*`), relative to the config file, read as client configs.
+    /// A `client_config_sd_configs` entry: patterns (a folder may hold a
+    /// wildcard too), relative to the config file, read as client configs.
     pub(super) fn client_sd(&mut self, c: ClientSdFile, at: &[Seg]) -> Option<FileSd> {
         let sub = |name: &str| under(at, name);
         if c.files.is_empty() {
@@ -71,14 +71,17 @@ impl Validator<'_> {
         for (i, pattern) in c.files.iter().enumerate() {
             let mut p = sub("files");
             p.push(Seg::Index(i));
-            let (dir, name) = pattern.rsplit_once('/').unwrap_or(("", pattern.as_str()));
-            if dir.contains('*')
-                || name.matches('*').count() > 1
-                || glob::Pattern::new(name).is_err()
-            {
+            // Any segment may be a pattern (`/srv/*/.mcp.json`: one file a
+            // project), each a glob of its own, none a `**`.
+            let bad = pattern
+                .split('/')
+                .find(|seg| seg.contains("**") || glob::Pattern::new(seg).is_err());
+            if let Some(seg) = bad {
                 self.error(
                     &p,
-                    format!("file pattern {pattern:?}: only the file name may hold one `*`"),
+                    format!(
+                        "file pattern {pattern:?}: {seg:?} is not a pattern of one folder or file name (`*`, `?`, `[…]`; no `**`)"
+                    ),
                 );
                 continue;
             }

@@ -68,12 +68,14 @@ pub fn killpg(pgid: i32, signal: i32) {
     }
 }
 
-/// What mcpmon holds: descriptors, direct children, resident memory.
+/// What mcpmon holds: descriptors, direct children, resident memory,
+/// threads.
 #[derive(Debug, Clone, Copy)]
 pub struct Held {
     pub fds: usize,
     pub children: usize,
     pub rss_kib: u64,
+    pub threads: usize,
 }
 
 pub fn held(pid: i32) -> Held {
@@ -92,10 +94,14 @@ pub fn held(pid: i32) -> Held {
         .map(|_| ())
         .ok()
         .map_or(0, |_| count_children(pid));
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| d.count())
+        .unwrap_or(0);
     Held {
         fds,
         children,
         rss_kib,
+        threads,
     }
 }
 

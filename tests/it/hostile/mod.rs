@@ -818,3 +818,5 @@ async fn a_slow_sse_event_is_scanned_once() {
     })
     .await;
 }
+
+mod surfaces;
