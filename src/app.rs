@@ -88,8 +88,11 @@ pub struct Options {
     /// Receives the state owner's abort handle once it runs: a test kills
     /// the owner with it on purpose, and the run must end loudly.
     #[doc(hidden)]
-    pub owner_abort: Option<tokio::sync::oneshot::Sender<tokio::task::AbortHandle>>,
+    pub owner_abort: Option<OwnerAbort>,
 }
+
+/// Where the state owner's abort handle goes ([`Options::owner_abort`]).
+pub type OwnerAbort = tokio::sync::oneshot::Sender<tokio::task::AbortHandle>;
 
 impl Options {
     /// Where the exposition is served.
@@ -133,12 +136,9 @@ pub async fn run_with(
         shard,
         (fleet_rx, &fleet_tx),
         snap_tx,
-        otlp.clone(),
+        (otlp.clone(), options.owner_abort.take()),
         &cancel,
     );
-    if let Some(tx) = options.owner_abort.take() {
-        let _ = tx.send(fleet_task.abort_handle());
-    }
     let handshakes = options
         .handshakes
         .unwrap_or_else(supervise::default_handshakes);
@@ -159,13 +159,6 @@ pub async fn run_with(
         own_addresses,
     )
     .await;
-    tracing::info!(
-        servers = fleet.len(),
-        config = %path.display(),
-        shard.index = shard.index,
-        shard.count = shard.count,
-        "monitoring started"
-    );
     let (reload_tx, reload_rx) = mpsc::channel::<ReloadRequest>(8);
     let api = router::AppState {
         fleet: snap_rx,
@@ -192,15 +185,9 @@ pub async fn run_with(
             // Before shutdown the owner never ends: if it does, every
             // verdict is gone, and the process must not read healthy.
             ended = &mut fleet_task => {
-                let why = match ended {
-                    Err(e) if e.is_panic() => panic_text(e.into_panic()),
-                    Err(_) => "cancelled".to_owned(),
-                    Ok(()) => "returned".to_owned(),
-                };
-                tracing::error!(task = "state owner", why = %why, "an essential task stopped; stopping");
                 cancel.cancel();
                 fleet.supervisors.stop_all(SHUTDOWN_DEADLINE).await;
-                return Err(RunError::Ended { task: "state owner", why });
+                return Err(RunError::ended("state owner", ended));
             }
             Some(update) = sd_rx.recv() => {
                 fleet.discovered(waiting(update, &mut sd_rx)).await;
@@ -238,13 +225,13 @@ async fn owner_stopped(task: tokio::task::JoinHandle<()>, otlp: Option<Arc<Otlp>
 }
 
 /// Start the state owner on the servers this shard owns, telling `otlp`
-/// of every probe.
+/// of every probe; its abort handle goes to `abort` when asked for.
 fn start_owner(
     config: &Config,
     shard: Shard,
     (rx, tx_fleet): (mpsc::Receiver<state::Msg>, &mpsc::Sender<state::Msg>),
     tx: watch::Sender<Arc<Snapshot>>,
-    otlp: Option<Arc<Otlp>>,
+    (otlp, abort): (Option<Arc<Otlp>>, Option<OwnerAbort>),
     cancel: &CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     // Before any server joins (the queue is empty), so none starts outside
@@ -252,7 +239,7 @@ fn start_owner(
     let windows = Arc::from(config.maintenance.clone());
     let _ = tx_fleet.try_send(state::Msg::Maintenance(windows));
     let owned = config.servers.iter().filter(|s| shard.owns(&s.id));
-    tokio::spawn(state::owner::run(
+    let task = tokio::spawn(state::owner::run(
         rx,
         tx,
         config.fleet.clone(),
@@ -260,7 +247,11 @@ fn start_owner(
         first_verdicts_within(owned),
         otlp.map(|o| o as Arc<dyn state::operations::Operations>),
         cancel.child_token(),
-    ))
+    ));
+    if let Some(abort) = abort {
+        let _ = abort.send(task.abort_handle());
+    }
+    task
 }
 
 /// The addresses mcpmon serves on: discovered entries may not aim mcpmon at
@@ -292,6 +283,19 @@ fn first_verdicts_within<'a>(servers: impl Iterator<Item = &'a config::ServerSpe
         .max()
         .unwrap_or_default();
     slowest + Duration::from_secs(1)
+}
+
+impl RunError {
+    /// The essential `task` ended with `how`: logged, as the run's error.
+    fn ended(task: &'static str, how: Result<(), tokio::task::JoinError>) -> RunError {
+        let why = match how {
+            Err(e) if e.is_panic() => panic_text(e.into_panic()),
+            Err(_) => "cancelled".to_owned(),
+            Ok(()) => "returned".to_owned(),
+        };
+        tracing::error!(task, why = %why, "an essential task stopped; stopping");
+        RunError::Ended { task, why }
+    }
 }
 
 /// A panic's message, when it is text.

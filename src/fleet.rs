@@ -62,6 +62,13 @@ impl Fleet {
             config,
         };
         fleet.reload(fleet.config.clone()).await;
+        tracing::info!(
+            servers = fleet.len(),
+            config = %fleet.config.path.display(),
+            shard.index = shard.index,
+            shard.count = shard.count,
+            "monitoring started"
+        );
         fleet
     }
 

@@ -46,8 +46,9 @@
 //!    diff. [`init`]: PID 1 duties when mcpmon is a container's init.
 //! 7. `app`: the application ([`run`], [`run_with`]): wires the layers and
 //!    runs the main loop.
-//! 8. `lib`: this map. `main`: the binary's edge (flags, logging,
-//!    signals). [`fuzzing`]: entry points of the fuzz targets.
+//! 8. `lib`: this map. `main`: the binary's edge (flags, logging, the
+//!    runtime), with `cli`: one file per command (serve, check-config,
+//!    probe, import). [`fuzzing`]: entry points of the fuzz targets.
 
 mod app;
 pub mod config;

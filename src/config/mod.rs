@@ -8,6 +8,7 @@ pub mod clients;
 pub mod condition;
 mod depth;
 mod diff;
+mod duration;
 pub mod ids;
 pub mod maintenance;
 mod positions;
@@ -18,17 +19,19 @@ mod validate;
 pub mod watch;
 
 pub use diff::Diff;
+pub use duration::{Dur, MAX_DURATION, parse_duration};
 pub use sd::{
     Entries, EntrySource, FileSd, Format, HttpSd, MAX_SERVERS, RegistryQuery, Rejected, Rejection,
-    SdTls, Trust, parse_entries,
+    SdTls, Trust,
 };
+pub use validate::parse_entries;
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, de};
+use serde::Deserialize;
 
 /// Protocol revisions mcpmon knows how to speak.
 pub const KNOWN_VERSIONS: &[&str] = &[
@@ -68,41 +71,6 @@ pub fn defuse(s: &str, max: usize) -> String {
         out.push('…');
     }
     out
-}
-
-/// A duration written as `250ms`, `5s`, `2m`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Dur(pub Duration);
-
-impl<'de> Deserialize<'de> for Dur {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        parse_duration(&text).map(Dur).map_err(|e| {
-            de::Error::custom(format!(
-                "invalid duration {:?} ({e}); write it like 250ms, 5s or 2m",
-                defuse(&text, 40)
-            ))
-        })
-    }
-}
-
-/// The longest duration accepted anywhere (ten years of 365.25 days):
-/// every timer, every date a window computes from it and every deadline
-/// stays far inside what clocks and dates can hold, and a longer one is a
-/// typing mistake.
-pub const MAX_DURATION: Duration = Duration::from_secs(315_576_000);
-
-/// A duration written as `250ms`, `5s`, `2m`, at most [`MAX_DURATION`]:
-/// the one parser of durations for the config file and the flags.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(text.trim()).map_err(|e| e.to_string())?;
-    if d > MAX_DURATION {
-        return Err(format!(
-            "over the longest accepted, {}",
-            humantime::format_duration(MAX_DURATION)
-        ));
-    }
-    Ok(d)
 }
 
 /// A string that must never be printed: header values, tokens, env values.

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{ConfigError, Secret, ServerSpec, TunablesFile};
+use super::{ConfigError, Secret, ServerSpec};
 
 /// Prometheus's file_sd default.
 pub(super) const FILE_SD_REFRESH: Duration = Duration::from_secs(300);
@@ -196,18 +196,4 @@ pub struct Entries {
     pub rejected: Vec<Rejected>,
     /// Risky but valid settings.
     pub warnings: Vec<ConfigError>,
-}
-
-/// Validate a list of server entries (YAML or JSON) read from `origin`,
-/// resolving their tunables against the main file's `global:`. `Err` means
-/// the document itself is unusable (not YAML, not a list); the source then
-/// keeps its last good list.
-pub fn parse_entries(
-    origin: &Path,
-    text: &str,
-    global: &TunablesFile,
-    source: &EntrySource<'_>,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Entries, ConfigError> {
-    super::validate::parse_entries(origin, text, global, source, env)
 }

@@ -83,6 +83,15 @@ fn segments_after(code: &str, prefix: &str) -> Vec<String> {
     out
 }
 
+/// The modules `main.rs` declares: the binary's own, beside the library.
+fn binary_modules() -> Vec<String> {
+    let main = std::fs::read_to_string(src().join("main.rs")).expect("main.rs");
+    main.lines()
+        .filter_map(|l| l.trim().strip_prefix("mod "))
+        .map(|m| m.trim_end_matches(';').to_owned())
+        .collect()
+}
+
 #[test]
 fn the_map_in_lib_rs_lists_every_module_in_a_layer() {
     let lib = std::fs::read_to_string(src().join("lib.rs")).expect("lib.rs");
@@ -96,6 +105,7 @@ fn the_map_in_lib_rs_lists_every_module_in_a_layer() {
         })
         .map(|m| m.trim_end_matches(';').to_owned())
         .chain(["lib".to_owned(), "main".to_owned()])
+        .chain(binary_modules())
         .collect();
     let listed: BTreeSet<String> = layers.keys().cloned().collect();
     assert_eq!(declared, listed, "modules declared vs. listed in the map");
@@ -123,8 +133,10 @@ fn every_import_points_down_the_layers() {
             ));
             continue;
         };
-        // `main.rs` is outside the crate: it names it `mcpmon::`.
-        let prefix = if own == "main" { "mcpmon::" } else { "crate::" };
+        // `main.rs` and its modules are outside the crate: they name it
+        // `mcpmon::` (their `crate::` is the binary).
+        let outside = own == "main" || binary_modules().contains(&own);
+        let prefix = if outside { "mcpmon::" } else { "crate::" };
         for used in segments_after(&file.code, prefix) {
             match layers.get(&used) {
                 _ if used == own => {}
@@ -154,8 +166,88 @@ fn every_import_points_down_the_layers() {
     );
 }
 
-/// The sibling modules each file of `folder` uses: `super::x` from a file
-/// directly in it, or `crate::<folder path>::x` from anywhere in it.
+/// The module a file is: `config/validate/mod.rs` is `config::validate`,
+/// `config/sd.rs` is `config::sd`, `lib.rs` the crate itself.
+fn module_of(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_owned()
+        })
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// Every module path `code` (the file of module `own`) names through
+/// `crate::` or `super::` (any number of them), braces opened one level:
+/// `use super::{sd::X, diff}` names `…::sd` and `…::diff`.
+fn resolved_uses(code: &str, own: &[String]) -> Vec<Vec<String>> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let names = |rest: &str| -> Vec<Vec<String>> {
+        let path = |s: &str| -> Vec<String> {
+            s.split("::")
+                .map(|seg| {
+                    seg.trim()
+                        .chars()
+                        .take_while(|c| ident(*c))
+                        .collect::<String>()
+                })
+                .take_while(|seg| !seg.is_empty())
+                .collect()
+        };
+        match rest.strip_prefix('{') {
+            Some(inner) => {
+                let inner = inner.split('}').next().unwrap_or_default();
+                inner.split(',').map(path).collect()
+            }
+            None => vec![path(rest)],
+        }
+    };
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = code[from..].find(['c', 's']) {
+        let start = from + at;
+        from = start + 1;
+        if code[..start]
+            .chars()
+            .next_back()
+            .is_some_and(|c| ident(c) || c == ':')
+        {
+            continue;
+        }
+        let rest = &code[start..];
+        let (mut base, mut rest) = if let Some(r) = rest.strip_prefix("crate::") {
+            (Vec::new(), r)
+        } else if rest.starts_with("super::") {
+            (own.to_vec(), rest)
+        } else {
+            continue;
+        };
+        while let Some(r) = rest.strip_prefix("super::") {
+            base.pop();
+            rest = r;
+        }
+        for tail in names(rest.trim_start()) {
+            let mut full = base.clone();
+            full.extend(tail);
+            out.push(full);
+        }
+    }
+    out
+}
+
+/// The sibling modules each child of `folder` uses, from any file at any
+/// depth inside it, through any path (`crate::…`, `super::super::…`): a
+/// circle between `config/sd.rs` and `config/validate/mod.rs` is one.
 fn sibling_uses(files: &[Source], folder: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let siblings: BTreeSet<String> = std::fs::read_dir(src().join(folder))
         .expect("folder")
@@ -166,30 +258,25 @@ fn sibling_uses(files: &[Source], folder: &Path) -> BTreeMap<String, BTreeSet<St
         })
         .filter(|n| n != "mod")
         .collect();
-    let module_path: Vec<String> = folder
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    let absolute = format!("crate::{}::", module_path.join("::"));
+    let parent = module_of(&folder.join("mod.rs"));
+    let depth = parent.len();
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for file in files {
-        let Ok(inside) = file.rel.strip_prefix(folder) else {
-            continue;
-        };
-        let child = top_module(inside);
-        if child == "mod" {
+        let own = module_of(&file.rel);
+        if own.len() <= depth || own[..depth] != parent[..] {
             continue;
         }
-        let direct = inside.components().count() == 1;
-        let mut used = segments_after(&file.code, &absolute);
-        if direct {
-            used.extend(segments_after(&file.code, "super::"));
-        }
+        let child = own[depth].clone();
         let edges = graph.entry(child.clone()).or_default();
-        edges.extend(
-            used.into_iter()
-                .filter(|u| *u != child && siblings.contains(u)),
-        );
+        for used in resolved_uses(&file.code, &own) {
+            if used.len() > depth
+                && used[..depth] == parent[..]
+                && used[depth] != child
+                && siblings.contains(&used[depth])
+            {
+                edges.insert(used[depth].clone());
+            }
+        }
     }
     graph
 }
@@ -291,6 +378,48 @@ fn http_crates_are_named_only_where_they_belong() {
         "HTTP crates out of place:\n{}",
         wrong.join("\n")
     );
+}
+
+#[test]
+fn uses_are_resolved_from_any_depth() {
+    let own = |p: &str| module_of(Path::new(p));
+    assert_eq!(own("config/validate/mod.rs"), ["config", "validate"]);
+    assert_eq!(own("config/sd.rs"), ["config", "sd"]);
+    let code = "use super::sd::{A, B};\nuse super::{diff::Diff, raw};\nuse crate::state::x;\nfn f() { super::super::app::run() }";
+    let got = resolved_uses(code, &own("config/validate/mod.rs"));
+    let want: Vec<Vec<String>> = [
+        "config::sd::A",
+        "config::diff::Diff",
+        "config::raw",
+        "state::x",
+        "app::run",
+    ]
+    .iter()
+    .map(|p| p.split("::").map(str::to_owned).collect())
+    .collect();
+    for w in &want {
+        assert!(
+            got.iter().any(|g| g.starts_with(&w[..w.len().min(2)])),
+            "{w:?} not in {got:?}"
+        );
+    }
+    // The circle the direct-children rule missed is seen now.
+    let files = vec![
+        Source {
+            rel: PathBuf::from("config/sd.rs"),
+            code: "fn f() { super::validate::parse() }".to_owned(),
+            text: String::new(),
+            in_file_tests: 0,
+        },
+        Source {
+            rel: PathBuf::from("config/validate/mod.rs"),
+            code: "use super::sd::X;".to_owned(),
+            text: String::new(),
+            in_file_tests: 0,
+        },
+    ];
+    let graph = sibling_uses(&files, Path::new("config"));
+    assert!(circle(&graph).is_some(), "{graph:?}");
 }
 
 #[test]

@@ -3,8 +3,11 @@
 
 use super::*;
 
-/// See [`super::parse_entries`].
-pub(in crate::config) fn parse_entries(
+/// Validate a list of server entries (YAML or JSON) read from `origin`,
+/// resolving their tunables against the main file's `global:`. `Err` means
+/// the document itself is unusable (not YAML, not a list); the source then
+/// keeps its last good list.
+pub fn parse_entries(
     origin: &Path,
     text: &str,
     global: &TunablesFile,

@@ -105,7 +105,7 @@ mod sd;
 mod server;
 mod tunables;
 
-pub(super) use entries::parse_entries;
+pub use entries::parse_entries;
 
 /// The path of `name` under `at`.
 pub(super) fn under(at: &[Seg], name: &str) -> Vec<Seg> {

@@ -1,3 +1,4 @@
+use super::read::SNIFF_BYTES;
 use super::*;
 use tokio::io::AsyncReadExt;
 
