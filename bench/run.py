@@ -288,6 +288,12 @@ def main():
     ap.add_argument("--idle", type=float, metavar="SECONDS",
                     help="instead: mcpmon alone on 5 HTTP servers with every tunable at its default, "
                          "measured this long (CPU share and wake-ups per second)")
+    ap.add_argument("--check", action="store_true",
+                    help="instead: the guard CI runs; mcpmon against the raw floor client and the TypeScript SDK "
+                         "client on a small fleet, in one run; exits 1 when a ratio or the memory per session is past "
+                         "its bound")
+    ap.add_argument("--stand-in", metavar="CLIENT",
+                    help="with --check: judge this peer client as if it were mcpmon (shows that the guard fails)")
     args = ap.parse_args()
     use_profile(args.profile)
     global MCPMON, MCPMON_ARGS, ERA
@@ -301,6 +307,8 @@ def main():
         if not b.exists():
             sys.exit(f"{b} missing: cargo build --profile {'dev' if args.profile == 'debug' else args.profile} --bin mcpmon --example fleet-sim --example floor-peer")
     raise_fd_limit()
+    if args.check:
+        return check(args.stand_in or "mcpmon")
     if args.idle:
         return idle(args.idle, args.reps)
     if args.otlp:
@@ -495,6 +503,63 @@ def idle(duration, reps):
     print(f"- the floor client, 5 sessions pinged every 10 s (pings only) over {duration:g} s: "
           f"{100 * floor_share:.3f}% of one core ({med(floor, 'pings'):.0f} pings); "
           f"mcpmon idle = {share / floor_share:.1f}× the floor")
+
+
+# The guard's bounds, as ratios measured in the same run (never times):
+# set from runs on this machine's size (docs/benchmarks.md, "The guard"),
+# with room for its noise. A change that moves a ratio past one fails CI.
+CHECK_N = 200
+CHECK_REPS = 3
+CHECK_DURATION = 8.0
+# mcpmon's CPU per ping at most this many times the raw floor client's.
+CHECK_MAX_FLOOR_RATIO = 3.6
+# The TypeScript SDK client's CPU per ping at least this many times mcpmon's.
+CHECK_MIN_TS_ADVANTAGE = 5.0
+# Resident memory per held session.
+CHECK_MAX_KIB_PER_SESSION = 32.0
+
+
+def per_ping(rows):
+    return med([{"v": 1e6 * r["cpu_s"] / max(r["pings"], 1)} for r in rows], "v")
+
+
+def check(subject):
+    """The guard: N=CHECK_N HTTP sessions to the simulator, one ping a second
+    each, `subject` (mcpmon, or a peer standing in for it), the raw floor
+    client and the TypeScript SDK client alternating; then `subject`'s
+    memory per held session against the same run at N=10. Exit 1 past a
+    bound."""
+    clients = [subject, "floor", "ts"]
+    rows = {c: [] for c in clients}
+    for rep in range(CHECK_REPS):
+        for client in clients[rep % len(clients):] + clients[:rep % len(clients)]:
+            r = one(client, "http", CHECK_N, 1.0, CHECK_DURATION)
+            rows[client].append(r)
+            print(f"# check rep {rep + 1} {client}: {json.dumps(r)}", file=sys.stderr, flush=True)
+    cpu = {c: per_ping(rs) for c, rs in rows.items()}
+    floor_ratio = cpu[subject] / cpu["floor"]
+    ts_advantage = cpu["ts"] / cpu[subject]
+    small = [one(subject, "http", 10, 1.0, CHECK_DURATION) for _ in range(CHECK_REPS)]
+    key = "rss_kib" if subject == "mcpmon" else "peak_rss_kib"
+    kib = (med(rows[subject], key) - med(small, key)) / (CHECK_N - 10)
+    checks = [
+        (floor_ratio <= CHECK_MAX_FLOOR_RATIO,
+         f"CPU per ping {floor_ratio:.2f}× the raw floor client's ({cpu[subject]:.1f} / {cpu['floor']:.1f} µs; "
+         f"bound {CHECK_MAX_FLOOR_RATIO}×)"),
+        (ts_advantage >= CHECK_MIN_TS_ADVANTAGE,
+         f"the TypeScript SDK client's CPU per ping {ts_advantage:.2f}× {subject}'s ({cpu['ts']:.1f} µs; "
+         f"bound at least {CHECK_MIN_TS_ADVANTAGE}×)"),
+        (kib <= CHECK_MAX_KIB_PER_SESSION,
+         f"{kib:.1f} KiB per held session (bound {CHECK_MAX_KIB_PER_SESSION:g} KiB)"),
+    ]
+    print(f"guard: {subject}, http N={CHECK_N}, one ping a second each, median of {CHECK_REPS}:")
+    for ok, line in checks:
+        print(f"- {'ok' if ok else 'FAILED'}: {line}")
+    failed = sum(1 for ok, _ in checks if not ok)
+    if failed:
+        print(f"guard: {failed} of {len(checks)} bounds crossed")
+        sys.exit(1)
+    print(f"guard: all {len(checks)} bounds hold")
 
 
 def med(rows, key):
