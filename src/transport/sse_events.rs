@@ -38,14 +38,25 @@ impl SseBuffer {
     /// The next whole event: its `event:` name (empty when it has none)
     /// and its joined `data:` lines.
     pub fn next_named_event(&mut self) -> Option<(Vec<u8>, Vec<u8>)> {
+        self.next_full_event().map(|e| (e.name, e.data))
+    }
+
+    /// The next whole event, with the fields a resumed stream needs.
+    pub fn next_full_event(&mut self) -> Option<Event> {
         let rest = &self.buf[self.start..];
         match event_end(rest, self.scanned - self.start) {
             Some((len, used)) => {
                 let event = &rest[..len];
-                let named = (event_name(event), event_data(event));
+                let full = Event {
+                    name: field(event, b"event:").unwrap_or_default(),
+                    data: event_data(event),
+                    id: field(event, b"id:"),
+                    retry: field(event, b"retry:")
+                        .and_then(|r| std::str::from_utf8(&r).ok()?.parse().ok()),
+                };
                 self.start += used;
                 self.scanned = self.start;
-                Some(named)
+                Some(full)
             }
             None => {
                 // An event's end is at most three bytes ("\n\r\n"): the
@@ -57,18 +68,26 @@ impl SseBuffer {
     }
 }
 
-/// The `event:` name of one SSE event; empty when it has none.
-fn event_name(event: &[u8]) -> Vec<u8> {
+/// One whole SSE event.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Event {
+    /// Its `event:` name; empty when it has none.
+    pub name: Vec<u8>,
+    /// Its joined `data:` lines.
+    pub data: Vec<u8>,
+    /// Its `id:`, which a stream resumed after it names (`Last-Event-ID`).
+    pub id: Option<Vec<u8>>,
+    /// Its `retry:`, in milliseconds: how long to wait before resuming.
+    pub retry: Option<u64>,
+}
+
+/// The last value of field `name` (with its colon) in one SSE event.
+fn field(event: &[u8], name: &[u8]) -> Option<Vec<u8>> {
     event
         .split(|b| *b == b'\n')
-        .filter_map(|line| {
-            line.strip_suffix(b"\r")
-                .unwrap_or(line)
-                .strip_prefix(b"event:")
-        })
+        .filter_map(|line| line.strip_suffix(b"\r").unwrap_or(line).strip_prefix(name))
         .next_back()
-        .map(|name| name.trim_ascii().to_vec())
-        .unwrap_or_default()
+        .map(|value| value.trim_ascii().to_vec())
 }
 
 /// The joined `data:` lines of one SSE event.
@@ -119,5 +138,19 @@ mod tests {
         );
         assert_eq!(stream.next_named_event(), Some((vec![], b"{}".to_vec())));
         assert_eq!(stream.next_named_event(), None);
+    }
+
+    #[test]
+    fn an_event_s_id_and_retry_are_read_for_resuming() {
+        let mut stream = SseBuffer::default();
+        stream.push(b"id: event-1\nretry: 500\ndata: \n\nid:e2\nretry: soon\ndata: x\n\n");
+        let e = stream.next_full_event().expect("an event");
+        assert_eq!(
+            (e.id.as_deref(), e.retry),
+            (Some(&b"event-1"[..]), Some(500))
+        );
+        assert!(e.data.is_empty());
+        let e = stream.next_full_event().expect("an event");
+        assert_eq!((e.id.as_deref(), e.retry), (Some(&b"e2"[..]), None));
     }
 }

@@ -33,6 +33,10 @@ use super::rmcp_http::{RmcpHttp, Route};
 use super::sse_events::SseBuffer;
 use super::{RequestError, truncate};
 
+mod resume;
+
+use resume::Resume;
+
 /// Largest answer, or single SSE event, read from a server.
 const MAX_MESSAGE_BYTES: usize = BUDGET.message_bytes;
 /// How long a cancellation may take to be delivered.
@@ -323,6 +327,7 @@ impl LegacyLink {
         let flooded = || CallError::Request(RequestError::Closed);
         let mut body: Vec<u8> = Vec::new();
         let mut stream = SseBuffer::default();
+        let mut resume = Resume::default();
         loop {
             let chunk = match tokio::time::timeout_at(window.next(), response.chunk()).await {
                 Err(_) => return Err(window.expired()),
@@ -331,8 +336,13 @@ impl LegacyLink {
             };
             let Some(chunk) = chunk else {
                 if sse {
-                    let ended = "the stream ended without the answer".to_owned();
-                    return Err(RequestError::Transport(ended).into());
+                    // A server may end a stream on purpose after naming an
+                    // event (2025-11-25): the answer comes on a GET that
+                    // resumes after it, once the server's retry delay passed.
+                    let last = resume.next()?;
+                    response = self.resumed(&last, resume.after, &window).await?;
+                    stream = SseBuffer::default();
+                    continue;
                 }
                 if !self.meter.message(Instant::now()) {
                     return Err(flooded());
@@ -355,11 +365,13 @@ impl LegacyLink {
                 continue;
             }
             stream.push(&chunk);
-            while let Some(data) = stream.next_event() {
+            while let Some(event) = stream.next_full_event() {
                 let now = Instant::now();
                 if !self.meter.message(now) {
                     return Err(flooded());
                 }
+                resume.saw(&event);
+                let data = event.data;
                 if data.is_empty() {
                     continue;
                 }
