@@ -204,6 +204,20 @@ impl LegacyLink {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Put the current OAuth token on `route`, when the session has one;
+    /// the token sent.
+    async fn authorize(&self, route: &mut Route) -> Result<Option<String>, CallError> {
+        let Some(tokens) = &self.tokens else {
+            return Ok(None);
+        };
+        let token = tokens
+            .token()
+            .await
+            .map_err(|e| RequestError::Unauthenticated(truncate(&e.to_string(), 300)))?;
+        bearer(route, &token);
+        Ok(Some(token.to_string()))
+    }
+
     /// POST `body`, with the current token; one retry with a fresh token
     /// when OAuth credentials are refused, and (when `again` allows) one on
     /// a fresh connection when a kept-alive one was closed under it. `name`
@@ -219,15 +233,7 @@ impl LegacyLink {
         if let Some(v) = name.and_then(|n| reqwest::header::HeaderValue::from_str(n).ok()) {
             Arc::make_mut(&mut route).insert("mcp-name", v);
         }
-        let mut sent = None;
-        if let Some(tokens) = &self.tokens {
-            let token = tokens
-                .token()
-                .await
-                .map_err(|e| RequestError::Unauthenticated(truncate(&e.to_string(), 300)))?;
-            bearer(&mut route, &token);
-            sent = Some(token.to_string());
-        }
+        let sent = self.authorize(&mut route).await?;
         let response = self.send(&route, body, until, again).await?;
         let (Some(tokens), Some(sent), reqwest::StatusCode::UNAUTHORIZED) =
             (&self.tokens, sent, response.status())

@@ -9,9 +9,9 @@ use std::time::Duration;
 use reqwest::header::{ACCEPT, HeaderValue};
 use tokio::time::Instant;
 
-use super::{CallError, LegacyLink, Window, bearer, is_stream, refusal};
+use super::{CallError, LegacyLink, Window, is_stream, refusal};
+use crate::transport::RequestError;
 use crate::transport::sse_events::Event;
-use crate::transport::{RequestError, truncate};
 
 /// Most times one request's stream is resumed: a server that ends every
 /// stream before the answer costs a few GETs, not a loop.
@@ -83,13 +83,7 @@ impl LegacyLink {
         }
         tokio::time::sleep_until(at).await;
         let mut route = self.route();
-        if let Some(tokens) = &self.tokens {
-            let token = tokens
-                .token()
-                .await
-                .map_err(|e| RequestError::Unauthenticated(truncate(&e.to_string(), 300)))?;
-            bearer(&mut route, &token);
-        }
+        self.authorize(&mut route).await?;
         let id = HeaderValue::from_bytes(last)
             .map_err(|_| RequestError::Transport("an event id that is no header value".into()))?;
         let request = self
