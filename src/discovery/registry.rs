@@ -107,16 +107,33 @@ async fn walk(
                 MAX_WALK_BYTES >> 20
             ));
         }
-        let mut items = 0usize;
-        cursor = read_page(&text, &mut |item| {
-            items += 1;
-            kept.take(item);
-        })?;
+        let (next, items) = take_page(text, kept).await?;
+        cursor = next;
         if cursor.is_none() || items == 0 {
             return Ok(());
         }
     }
     Err(format!("more than {MAX_PAGES} pages"))
+}
+
+/// Read one page's servers into `kept` on a blocking thread: a page of
+/// tens of thousands of entries is CPU work, and on a runtime worker it
+/// would stall whatever shares that worker (the health endpoints too).
+/// The next page's cursor, and how many servers this one held.
+async fn take_page(text: String, kept: &mut Kept) -> Result<(Option<String>, usize), String> {
+    let mut held = std::mem::take(kept);
+    let (held, read) = tokio::task::spawn_blocking(move || {
+        let mut items = 0usize;
+        let read = read_page(&text, &mut |item| {
+            items += 1;
+            held.take(item);
+        });
+        (held, read.map(|cursor| (cursor, items)))
+    })
+    .await
+    .map_err(|e| format!("reading a page: {e}"))?;
+    *kept = held;
+    read
 }
 
 /// `{base}/v0.1/servers` with the walk's query.
