@@ -1,6 +1,7 @@
-//! `mcpmon probe`: one session, a few liveness probes, the health_check tool
-//! if listed, an optional tool call: the service's probe layer run once, and
-//! the same evidence and judgment.
+//! `mcpmon probe`: one session, the server's probes run once each (a few
+//! liveness probes, the health_check tool if listed, its tool probes), an
+//! optional tool call: the service's probe list run once, and the same
+//! evidence and judgment.
 
 use std::time::Duration;
 
@@ -8,13 +9,14 @@ use tokio::time::Instant;
 
 use serde::Serialize;
 
-use crate::config::ServerSpec;
-use crate::probe::health_check::{HealthCheckSpec, HealthReport};
+use crate::config::{ServerSpec, TaskMode, ToolProbe};
+use crate::probe::health_check::HealthReport;
 use crate::probe::{self, Answer};
 use crate::state::evidence::Tracker;
 use crate::state::verdict::{Reason, State};
 use crate::transport::session::McpSession;
-use crate::transport::{Era, ServerInfo, Session, ToolCall};
+use crate::transport::tools::ToolSurface;
+use crate::transport::{Era, ServerInfo, Session};
 
 /// What to do beyond the handshake.
 #[derive(Clone, Debug)]
@@ -80,8 +82,9 @@ impl ProbeReport {
     }
 }
 
-/// Run one probe against `spec`: open, list, ping, check health, call,
-/// and judge it all as the service would.
+/// Run one probe against `spec`: open, list, then the server's probes
+/// once each (liveness `opts.pings` times), then the requested call, and
+/// judge it all as the service would.
 pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOptions) -> ProbeReport {
     let s = &spec.settings;
     let mut tracker = Tracker::new(spec, Instant::now());
@@ -104,25 +107,18 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
     report.handshake_ms = Some(ms(handshake));
     report.era = Some(session.era());
     report.server_info = Some(session.info().clone());
-    list(session, s.request_timeout.0, &mut tracker, &mut report).await;
+    let listed = list(session, s.request_timeout.0, &mut tracker, &mut report).await;
     let (era, info) = (session.era(), session.info().clone());
     tracker.session_opened(era, info, handshake, Instant::now());
-    for _ in 0..opts.pings {
-        let o = probe::liveness::run(session, s.ping_timeout.0).await;
-        match &o.result {
-            Ok(_) => report.ping_ms.push(ms(o.duration)),
-            Err(f) => report.ping_errors.push(tracker.scrub(&f.detail)),
-        }
-        tracker.probe(&o, false, Instant::now());
-    }
-    if report.tools.iter().any(|t| t == &s.health_check_tool) {
-        let hc = HealthCheckSpec::of(s);
-        let o = probe::health_check::run(session, &hc, s.health_check_timeout.0).await;
-        if let Ok(Answer::Health(h)) = &o.result {
-            report.health_check = Some(h.clone());
-        }
-        tracker.probe(&o, false, Instant::now());
-    }
+    run_plan(
+        session,
+        spec,
+        listed.as_ref(),
+        opts.pings,
+        &mut tracker,
+        &mut report,
+    )
+    .await;
     if let Some((tool, args)) = &opts.call {
         let (said, outcome) = call(session, tool, args, s.request_timeout.0, &tracker).await;
         report.call = Some(said);
@@ -138,13 +134,52 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
     report
 }
 
-/// List the tools into the report and the tracker.
+/// The server's probes, the very list the service schedules, each run
+/// once (liveness `pings` times) when the listing lets it, in order. A
+/// run counts as answered in time within its lateness (a ping's
+/// timeout), else its deadline.
+async fn run_plan(
+    session: &dyn Session,
+    spec: &ServerSpec,
+    listed: Option<&ToolSurface>,
+    pings: u32,
+    tracker: &mut Tracker,
+    report: &mut ProbeReport,
+) {
+    let spec = std::sync::Arc::new(spec.clone());
+    let probes = probe::plan(&spec, std::sync::Arc::new(|_| {}));
+    for p in &probes {
+        let cadence = p.cadence();
+        let runs = match listed {
+            Some(t) if p.listed(t) => 1,
+            None if !cadence.needs_listing => 1,
+            _ => 0,
+        };
+        let kind = p.kind(session.era());
+        let runs = if kind.is_liveness() { pings } else { runs };
+        for _ in 0..runs {
+            let o = p
+                .run(session, cadence.late_after.unwrap_or(cadence.deadline))
+                .await;
+            match (&o.result, kind.is_liveness()) {
+                (Ok(_), true) => report.ping_ms.push(ms(o.duration)),
+                (Err(f), true) => report.ping_errors.push(tracker.scrub(&f.detail)),
+                (Ok(Answer::Health(h)), false) => report.health_check = Some(h.clone()),
+                _ => {}
+            }
+            tracker.probe(&o, false, Instant::now());
+        }
+    }
+}
+
+/// List the tools into the report and the tracker; the listing, when it
+/// answered.
 async fn list(
     session: &dyn Session,
     timeout: Duration,
     tracker: &mut Tracker,
     report: &mut ProbeReport,
-) {
+) -> Option<ToolSurface> {
     match session.list_tools(timeout).await {
         Ok(surface) => {
             report.tools = surface.names().map(str::to_owned).collect();
@@ -154,14 +189,18 @@ async fn list(
                 .iter()
                 .filter_map(|t| Some((t.name.clone(), t.problem.clone()?)))
                 .collect();
-            tracker.tools_listed(surface);
+            tracker.tools_listed(surface.clone());
+            Some(surface)
         }
-        Err(e) => report.detail = tracker.scrub(&format!("tools/list: {e}")),
+        Err(e) => {
+            report.detail = tracker.scrub(&format!("tools/list: {e}"));
+            None
+        }
     }
 }
 
-/// Call `tool` once: what it said (its text, or the error), and the
-/// outcome as a tool probe's.
+/// Call `tool` once as a tool probe would: what it said (its text, or the
+/// error), and the outcome.
 async fn call(
     session: &dyn Session,
     tool: &str,
@@ -169,23 +208,19 @@ async fn call(
     timeout: Duration,
     tracker: &Tracker,
 ) -> (Result<String, String>, probe::ProbeOutcome) {
-    let start = Instant::now();
-    let r = session
-        .call_tool(ToolCall {
-            name: tool.to_owned(),
-            arguments: args.clone(),
-            timeout,
-            max: timeout,
-            progress_resets: false,
-            traceparent: Some(probe::trace::new().traceparent),
-        })
-        .await;
-    let took = start.elapsed();
-    let said = match &r {
-        Ok(res) => {
-            let text: Vec<String> = res
-                .content
-                .iter()
+    let asked = ToolProbe {
+        tool: tool.to_owned(),
+        arguments: args.clone(),
+        interval: timeout,
+        request_timeout: timeout,
+        max_request_timeout: timeout,
+        conditions: Vec::new(),
+        task: TaskMode::Never,
+    };
+    let (outcome, answer) = probe::tool::call(session, &asked, timeout, false, &|_| {}).await;
+    let said = match (&answer, &outcome.result) {
+        (Some(res), _) => {
+            let text: Vec<String> = (res.content.iter())
                 .filter_map(|c| c.as_text().map(|t| tracker.scrub(&t.text)))
                 .collect();
             if res.is_error == Some(true) {
@@ -194,20 +229,8 @@ async fn call(
                 Ok(text.join("\n"))
             }
         }
-        Err(e) => Err(tracker.scrub(&e.to_string())),
-    };
-    let result = match r {
-        Ok(res) if res.is_error == Some(true) => Err(probe::Failure::tool_error()),
-        Ok(_) => Ok(Answer::Alive),
-        Err(e) => Err(probe::Failure::from_tool_call(&e)),
-    };
-    let outcome = probe::ProbeOutcome {
-        kind: probe::ProbeKind::Tool,
-        tool: None,
-        duration: took,
-        result,
-        trace: None,
-        conditions: Vec::new(),
+        (None, Err(f)) => Err(tracker.scrub(&f.detail)),
+        (None, Ok(_)) => Ok(String::new()),
     };
     (said, outcome)
 }

@@ -18,6 +18,8 @@ mod sd;
 mod validate;
 pub mod watch;
 
+pub use validate::resources::ResourceProbe;
+
 pub use diff::Diff;
 pub use duration::{Dur, MAX_DURATION, parse_duration};
 pub use sd::{
@@ -388,6 +390,8 @@ pub struct ServerSpec {
     pub protocol: Protocol,
     /// Synthetic tool calls.
     pub tool_probes: Vec<ToolProbe>,
+    /// Synthetic resource reads.
+    pub resource_probes: Vec<ResourceProbe>,
     /// Every value a `${VAR}` in this server's entry expanded to: secrets,
     /// whatever field they landed in (a URL path, an argument).
     pub expanded: Vec<Secret>,

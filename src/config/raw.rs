@@ -155,6 +155,8 @@ pub(super) struct ServerFile {
     pub(super) tls: Option<TlsFile>,
     #[serde(default)]
     pub(super) tool_probes: Vec<ToolProbeFile>,
+    #[serde(default)]
+    pub(super) resource_probes: Vec<ResourceProbeFile>,
     /// Tools the server must list; any missing makes it degraded.
     #[serde(default)]
     pub(super) expected_tools: Vec<String>,
@@ -209,6 +211,17 @@ pub(super) struct ToolProbeFile {
     pub(super) conditions: Vec<ConditionFile>,
     #[serde(default)]
     pub(super) task: super::TaskMode,
+}
+
+/// One `resource_probes` item as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ResourceProbeFile {
+    pub(super) uri: String,
+    pub(super) interval: Dur,
+    pub(super) request_timeout: Option<Dur>,
+    #[serde(default)]
+    pub(super) conditions: Vec<ConditionFile>,
 }
 
 /// One condition as written.

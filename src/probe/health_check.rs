@@ -13,8 +13,56 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use super::{Answer, Failure, ProbeKind, ProbeOutcome};
-use crate::transport::{Session, ToolCall};
+use super::{Answer, Cadence, Failure, Probe, ProbeKind, ProbeOutcome};
+use crate::config::ServerSpec;
+use crate::transport::tools::ToolSurface;
+use crate::transport::{BoxFuture, Era, Session, ToolCall};
+
+/// The health-check probe of a server: runs while its tool is listed.
+pub struct HealthCheck(std::sync::Arc<ServerSpec>);
+
+impl HealthCheck {
+    /// The health check `spec` asks for.
+    pub fn of(spec: std::sync::Arc<ServerSpec>) -> Self {
+        HealthCheck(spec)
+    }
+}
+
+impl Probe for HealthCheck {
+    fn kind(&self, _: Era) -> ProbeKind {
+        ProbeKind::HealthCheck
+    }
+
+    fn cadence(&self) -> Cadence {
+        let s = &self.0.settings;
+        Cadence {
+            every: s.health_check_interval.0,
+            deadline: s.health_check_timeout.0,
+            late_after: None,
+            needs_listing: true,
+        }
+    }
+
+    fn listed(&self, tools: &ToolSurface) -> bool {
+        let tool = &self.0.settings.health_check_tool;
+        tools.names().any(|n| n == tool)
+    }
+
+    fn name(&self) -> Option<&str> {
+        Some("health_check")
+    }
+
+    fn run<'a>(
+        &'a self,
+        session: &'a dyn Session,
+        deadline: Duration,
+    ) -> BoxFuture<'a, ProbeOutcome> {
+        Box::pin(async move {
+            let spec = HealthCheckSpec::of(&self.0.settings).with_conditions(&self.0.conditions);
+            run(session, &spec, deadline).await
+        })
+    }
+}
 
 /// What the health probe calls, from the server's settings.
 #[derive(Clone, Copy, Debug)]

@@ -6,8 +6,44 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Answer, Failure, ProbeKind, ProbeOutcome};
-use crate::transport::{Era, Session};
+use super::{Answer, Cadence, Failure, Probe, ProbeKind, ProbeOutcome};
+use crate::config::Settings;
+use crate::transport::{BoxFuture, Era, Session};
+
+/// The liveness probe of a server.
+pub struct Liveness(Cadence);
+
+impl Liveness {
+    /// Every `ping_interval`, late after `ping_timeout`. The request
+    /// itself may stay in flight past `stuck_after`: the owner judges
+    /// stuck from silence, and the answer must never race that judgement.
+    pub fn of(s: &Settings) -> Self {
+        Liveness(Cadence {
+            every: s.ping_interval.0,
+            deadline: s.stuck_after.0 * 2,
+            late_after: Some(s.ping_timeout.0),
+            needs_listing: false,
+        })
+    }
+}
+
+impl Probe for Liveness {
+    fn kind(&self, era: Era) -> ProbeKind {
+        kind(era)
+    }
+
+    fn cadence(&self) -> Cadence {
+        self.0
+    }
+
+    fn run<'a>(
+        &'a self,
+        session: &'a dyn Session,
+        deadline: Duration,
+    ) -> BoxFuture<'a, ProbeOutcome> {
+        Box::pin(run(session, deadline))
+    }
+}
 
 /// The probe kind liveness is for an era.
 pub fn kind(era: Era) -> ProbeKind {

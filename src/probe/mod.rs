@@ -1,8 +1,9 @@
-//! The probe layer: one module per probe kind, each one async function of the
-//! same shape, `(session, spec, deadline) -> ProbeOutcome`, the way
-//! blackbox_exporter lays out its probers. A probe only probes: the caller
-//! (the supervisor, or `mcpmon probe`) schedules it and hands the outcome to
-//! the state owner, which records sent, failed and duration in one place.
+//! The probe layer: one module per probe kind, each a value of the same
+//! shape, [`Probe::run`]`(session, deadline) -> ProbeOutcome`, the way
+//! blackbox_exporter lays out its probers. A server's probes are built once
+//! from its spec ([`plan`]); the caller (the supervisor's scheduler, or
+//! `mcpmon probe` running the list once) times them and hands each outcome
+//! to the state owner, which records sent, failed and duration in one place.
 //!
 //! Failure reasons are a bounded enum ([`FailureReason`]); error text stays
 //! in [`Failure::detail`] and never becomes a label.
@@ -12,6 +13,7 @@
 pub mod conditions;
 pub mod health_check;
 pub mod liveness;
+pub mod resource;
 pub mod task;
 pub mod tool;
 pub mod trace;
@@ -19,7 +21,106 @@ pub mod trace;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::transport::{RequestError, ToolCallError};
+use crate::config::{Protocol, ServerSpec};
+use crate::transport::tools::ToolSurface;
+use crate::transport::{BoxFuture, Era, RequestError, Session, ToolCallError};
+
+/// One probe of one server, as a value. Each kind is one module
+/// implementing this; the scheduler and `mcpmon probe` know no kind.
+pub trait Probe: Send + Sync {
+    /// What it probes in a session of `era`: the `probe` label.
+    fn kind(&self, era: Era) -> ProbeKind;
+    /// How often it runs and under which deadlines.
+    fn cadence(&self) -> Cadence;
+    /// A tool listing came: whether the probe runs on a server listing
+    /// `tools` (a kind may also read from it how to run).
+    fn listed(&self, tools: &ToolSurface) -> bool {
+        let _ = tools;
+        true
+    }
+    /// Its name in a failure's detail and log line (`health_check`, `tool
+    /// x`); the liveness probe goes unnamed.
+    fn name(&self) -> Option<&str> {
+        None
+    }
+    /// Probe once, under `deadline`.
+    fn run<'a>(
+        &'a self,
+        session: &'a dyn Session,
+        deadline: Duration,
+    ) -> BoxFuture<'a, ProbeOutcome>;
+}
+
+/// When a probe runs and how long it may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cadence {
+    /// Between runs (jittered per server); a run due while the last one is
+    /// still in flight is skipped, never stacked.
+    pub every: Duration,
+    /// The deadline each run gets.
+    pub deadline: Duration,
+    /// When a run still in flight is reported late (and kept: its answer,
+    /// whenever it comes, is still evidence). Without one, the run is
+    /// watched for evidence from its start.
+    pub late_after: Option<Duration>,
+    /// Whether the probe waits for a listing to say it runs
+    /// ([`Probe::listed`]); otherwise it runs from the session's start.
+    pub needs_listing: bool,
+}
+
+impl Cadence {
+    /// A configured probe's: every `every`, each run under `deadline`,
+    /// watched from its start, from the session's start.
+    pub fn synthetic(every: Duration, deadline: Duration) -> Self {
+        Cadence {
+            every,
+            deadline,
+            late_after: None,
+            needs_listing: false,
+        }
+    }
+}
+
+/// Where a task probe tells each poll.
+pub type TaskSink = Arc<dyn Fn(task::TaskSeen) + Send + Sync>;
+
+/// A server's probes, built once from its spec: liveness first, then its
+/// health check, then each configured synthetic probe.
+pub fn plan(spec: &Arc<ServerSpec>, tasks: TaskSink) -> Vec<Box<dyn Probe>> {
+    let mut probes: Vec<Box<dyn Probe>> = vec![
+        Box::new(liveness::Liveness::of(&spec.settings)),
+        Box::new(health_check::HealthCheck::of(spec.clone())),
+    ];
+    for i in 0..spec.tool_probes.len() {
+        probes.push(Box::new(tool::ToolProbeRun::of(
+            spec.clone(),
+            i,
+            tasks.clone(),
+        )));
+    }
+    for i in 0..spec.resource_probes.len() {
+        probes.push(Box::new(resource::ResourceRead::of(spec.clone(), i)));
+    }
+    probes
+}
+
+/// The kinds a server's series carry from the start: liveness as its
+/// protocol allows, the health check, and each configured kind.
+pub fn kinds(spec: &ServerSpec) -> Vec<ProbeKind> {
+    let mut kinds = match &spec.protocol {
+        Protocol::Pinned(v) if crate::config::is_modern(v) => vec![ProbeKind::Discover],
+        Protocol::Pinned(_) => vec![ProbeKind::Ping],
+        Protocol::Auto => vec![ProbeKind::Ping, ProbeKind::Discover],
+    };
+    kinds.push(ProbeKind::HealthCheck);
+    if !spec.tool_probes.is_empty() {
+        kinds.push(ProbeKind::Tool);
+    }
+    if !spec.resource_probes.is_empty() {
+        kinds.push(ProbeKind::Resource);
+    }
+    kinds
+}
 
 /// What was probed; the `probe` label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::VariantArray)]
@@ -33,12 +134,24 @@ pub enum ProbeKind {
     HealthCheck,
     /// A configured synthetic tool call.
     Tool,
+    /// A configured `resources/read`.
+    Resource,
 }
 
 impl ProbeKind {
     /// The label value.
     pub fn as_str(self) -> &'static str {
         self.into()
+    }
+
+    /// The MCP method it sends (the conventions' `mcp.method.name`).
+    pub fn method(self) -> &'static str {
+        match self {
+            ProbeKind::Ping => "ping",
+            ProbeKind::Discover => "server/discover",
+            ProbeKind::HealthCheck | ProbeKind::Tool => "tools/call",
+            ProbeKind::Resource => "resources/read",
+        }
     }
 
     /// Whether this is a liveness probe (its latency is what "slow" means).
@@ -80,6 +193,8 @@ pub enum FailureReason {
     /// A tool probe's task asked for input (elicitation), which a monitor
     /// cannot give.
     InputRequired,
+    /// A resource probe's URI is one the server does not have.
+    ResourceNotFound,
 }
 
 impl FailureReason {
@@ -205,7 +320,8 @@ impl Failure {
 pub struct ProbeOutcome {
     /// What was probed.
     pub kind: ProbeKind,
-    /// For tool probes, the tool (a configured name, safe as a label).
+    /// For synthetic probes, what they probed: the tool called, the
+    /// resource read (a configured name, safe as a label).
     pub tool: Option<Arc<str>>,
     /// From send to answer or failure.
     pub duration: Duration,
@@ -249,12 +365,13 @@ mod tests {
     fn label_values_are_the_documented_ones() {
         let names = |all: &[&'static str]| all.join(",");
         let kinds: Vec<&str> = ProbeKind::VARIANTS.iter().map(|k| k.as_str()).collect();
-        assert_eq!(names(&kinds), "ping,discover,health_check,tool");
+        assert_eq!(names(&kinds), "ping,discover,health_check,tool,resource");
         let reasons: Vec<&str> = FailureReason::VARIANTS.iter().map(|r| r.as_str()).collect();
         assert_eq!(
             names(&reasons),
             "timeout,closed,unreachable,unauthenticated,forbidden,throttled,transport,\
-             rpc_error,invalid_result,tool_error,unreadable,task_failed,task_stuck,input_required"
+             rpc_error,invalid_result,tool_error,unreadable,task_failed,task_stuck,input_required,\
+             resource_not_found"
         );
         let deadlines: Vec<&str> = Deadline::VARIANTS.iter().map(|d| d.as_str()).collect();
         assert_eq!(names(&deadlines), "request_timeout,max_request_timeout");

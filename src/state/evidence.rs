@@ -274,6 +274,11 @@ impl Tracker {
                 | (Ok(_), None) => Outcome::Ok(o.duration),
                 _ => Outcome::Error,
             };
+            // A synthetic probe's failure is told with what it probed.
+            if let (Err(f), Some(target)) = (&o.result, &o.tool) {
+                let detail = self.scrub(&f.detail);
+                self.problems.failure = format!("{} {target}: {detail}", o.kind.as_str());
+            }
             self.window.record(now, false, outcome);
         }
         match &o.result {

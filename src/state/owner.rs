@@ -25,8 +25,8 @@ use super::verdict::{Reason, State, Transition};
 use super::{Msg, Observation};
 #[cfg(test)]
 use crate::config::Settings;
-use crate::config::{FleetPolicy, Protocol, ServerSpec, TransportSpec};
-use crate::probe::{FailureReason, ProbeKind};
+use crate::config::{FleetPolicy, ServerSpec, TransportSpec};
+use crate::probe::FailureReason;
 
 /// Longest delay between a change and its appearance in snapshots.
 pub const PUBLISH_EVERY: Duration = Duration::from_millis(100);
@@ -218,7 +218,7 @@ impl Owner {
         let tools: Vec<String> = spec.tool_probes.iter().map(|t| t.tool.clone()).collect();
         let mut record = ServerRecord {
             status: tracker.status().clone(),
-            series: Series::new(&probe_kinds(spec), &link_reasons(spec), &tools),
+            series: Series::new(&crate::probe::kinds(spec), &link_reasons(spec), &tools),
         };
         record.status.maintenance = maintenance(&self.windows, &record.status);
         count(&mut self.counts, key(&record.status), 1);
@@ -362,21 +362,6 @@ impl Told {
             }),
         }
     }
-}
-
-fn probe_kinds(spec: &ServerSpec) -> Vec<ProbeKind> {
-    let mut kinds = match &spec.protocol {
-        Protocol::Pinned(v) if crate::config::is_modern(v) => {
-            vec![ProbeKind::Discover]
-        }
-        Protocol::Pinned(_) => vec![ProbeKind::Ping],
-        Protocol::Auto => vec![ProbeKind::Ping, ProbeKind::Discover],
-    };
-    kinds.push(ProbeKind::HealthCheck);
-    if !spec.tool_probes.is_empty() {
-        kinds.push(ProbeKind::Tool);
-    }
-    kinds
 }
 
 /// Take a tool listing: count a changed surface and log what changed.

@@ -2,6 +2,7 @@
 //! series it keeps.
 
 use super::*;
+use crate::probe::ProbeKind;
 use crate::state::testing::{add, answered, event, opened, spec};
 use State::*;
 

@@ -25,6 +25,7 @@ pub fn spec(id: &str) -> ServerSpec {
         settings: Settings::default(),
         protocol: Protocol::Auto,
         tool_probes: vec![],
+        resource_probes: vec![],
         expanded: vec![],
         expected_tools: vec![],
         conditions: vec![],

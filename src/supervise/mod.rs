@@ -1,11 +1,13 @@
 //! Supervision: one task per server that opens its session and schedules
-//! its probes ([`server`], on the clocks of `schedule`), and the running
+//! its probes ([`server`], on the one timer of `schedule`, reconnecting
+//! with the state of `reconnect`), and the running
 //! set, to which a new desired set of servers is applied as a diff
 //! ([`reconcile`]).
 //!
 //! Supervisors talk to the state owner only through its messages.
 
 pub mod reconcile;
+mod reconnect;
 mod schedule;
 pub mod server;
 #[cfg(test)]

@@ -100,6 +100,7 @@ impl Supervisors {
         let sup = Supervisor {
             id: Arc::from(spec.id.as_str()),
             connector: (self.connect)(&spec),
+            probes: super::server::probes_of(&shared, &self.state),
             spec: shared,
             state: self.state.clone(),
             stuck: stuck_rx,

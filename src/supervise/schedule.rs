@@ -1,88 +1,233 @@
-//! When each probe of one session is due: the clocks of a probe loop, the
-//! liveness probe in flight, the tool probes' own schedules, and the
-//! jitter and holds that keep a fleet from moving in step.
+//! When each probe of one session runs: one slot per probe (when it is
+//! next due, whether its last run is in flight, when that run turns late)
+//! on one timer and one set of futures, whatever the number of probes; the
+//! tool listing's clock; the evidence read while a probe is outstanding;
+//! and the jitter and holds that keep a fleet from moving in step.
 
+use std::pin::Pin;
 use std::time::Duration;
 
 use futures::stream::FuturesUnordered;
-use tokio::time::{Instant, Interval, MissedTickBehavior, Sleep};
+use tokio::time::{Instant, Sleep};
 
-use crate::config::{Settings, ToolProbe};
-use crate::probe::{self, FailureReason, ProbeKind, ProbeOutcome};
+use crate::config::Settings;
+use crate::probe::{Cadence, FailureReason, Probe, ProbeOutcome};
 use crate::state::Observation;
 use crate::transport::budget::BUDGET;
 use crate::transport::tools::ToolSurface;
-use crate::transport::{BoxFuture, RequestError, Session};
+use crate::transport::{BoxFuture, Era, RequestError, Session};
 
-/// A probe's answer, once it comes.
-pub(super) type Running<'a> = BoxFuture<'a, ProbeOutcome>;
+/// One probe's place in the schedule.
+struct Slot {
+    cadence: Cadence,
+    /// When it is next due.
+    due: Instant,
+    /// Runs due so far: each one's jitter differs.
+    turns: u64,
+    /// Whether the latest listing lets it run.
+    active: bool,
+    /// When its run in flight turns late (`None` when none is, or the
+    /// kind has no such moment).
+    late_at: Option<Instant>,
+    running: bool,
+    late: bool,
+}
 
-/// The timers of one session's probe loop. Made once per session: a
-/// timer made afresh each turn registers and unregisters a waiter, twice a
-/// ping.
-pub(super) struct Clocks {
-    /// The next liveness probe.
-    pub(super) ping_due: std::pin::Pin<Box<Sleep>>,
-    /// Liveness probes due so far: each one's jitter differs.
-    pings: u64,
-    pub(super) health_check: Interval,
-    /// The next tool listing.
-    pub(super) tools_due: std::pin::Pin<Box<Sleep>>,
+/// What came due when the timer fired.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Wake {
+    /// A listing is due.
+    pub(super) list: bool,
+    /// Evidence is due while a probe is outstanding.
+    pub(super) watch: bool,
+    /// A run turned late: evidence before the news.
+    pub(super) late: bool,
+}
+
+/// The probes of one session and their clocks. Made once per session.
+pub(super) struct Schedule<'a> {
+    probes: &'a [Box<dyn Probe>],
+    slots: Vec<Slot>,
+    era: Era,
+    id: &'a str,
+    /// Runs in flight, by slot.
+    pub(super) running: FuturesUnordered<BoxFuture<'a, (usize, ProbeOutcome)>>,
+    /// The one timer, set to the soonest moment anything is due; made once:
+    /// a timer made afresh each turn registers and unregisters a waiter,
+    /// twice a ping.
+    pub(super) timer: Pin<Box<Sleep>>,
+    /// Until when the server asked not to be called (Retry-After).
+    hold_until: Option<Instant>,
+    /// The next listing, and when the last began.
+    list_due: Instant,
     listed_at: Instant,
     /// /proc and progress are read at least once a second while they
     /// matter: "stopped", "busy" and "stuck" must not wait for a ping.
-    pub(super) evidence: Interval,
-    /// Until when the server asked not to be called (Retry-After).
-    hold_until: Option<Instant>,
+    evidence_due: Instant,
+    evidence_every: Duration,
 }
 
-impl Clocks {
-    /// The first liveness probe goes at once: the session's first verdict
-    /// waits for it (the handshake is no liveness answer). The opening
-    /// listed the tools, so the next listing is due `relist` from now.
-    pub(super) fn new(s: &Settings, relist: Duration) -> Clocks {
-        let mut health_check = tokio::time::interval(s.health_check_interval.0);
-        health_check.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut evidence = tokio::time::interval(s.ping_interval.0.min(Duration::from_secs(1)));
-        evidence.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        Clocks {
-            ping_due: Box::pin(tokio::time::sleep_until(Instant::now())),
-            pings: 0,
-            health_check,
-            tools_due: Box::pin(tokio::time::sleep(relist)),
-            listed_at: Instant::now(),
-            evidence,
+impl<'a> Schedule<'a> {
+    /// Every probe due at once: the session's first verdict waits for
+    /// liveness (the handshake is no liveness answer). The opening's
+    /// listing said which probes run (`runs`, `None` when it failed), and
+    /// the next listing is due `relist` from now.
+    pub(super) fn new(
+        probes: &'a [Box<dyn Probe>],
+        (era, id): (Era, &'a str),
+        s: &Settings,
+        runs: Option<Vec<bool>>,
+        relist: Duration,
+    ) -> Self {
+        let now = Instant::now();
+        let slots = probes
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let cadence = p.cadence();
+                Slot {
+                    cadence,
+                    due: now,
+                    turns: 0,
+                    active: runs.as_ref().map_or(!cadence.needs_listing, |r| r[i]),
+                    late_at: None,
+                    running: false,
+                    late: false,
+                }
+            })
+            .collect();
+        Schedule {
+            probes,
+            slots,
+            era,
+            id,
+            running: FuturesUnordered::new(),
+            timer: Box::pin(tokio::time::sleep_until(now)),
             hold_until: None,
+            list_due: now + relist,
+            listed_at: now,
+            evidence_due: now,
+            evidence_every: s.ping_interval.0.min(Duration::from_secs(1)),
         }
     }
 
-    /// Later liveness probes come every `interval`, jittered per server.
-    pub(super) fn next_ping(&mut self, interval: Duration, id: &str) {
-        self.pings += 1;
-        let next = Instant::now() + jittered(interval, id, self.pings);
-        self.ping_due.as_mut().reset(next);
+    /// Set the timer to the soonest moment anything is due. `listing`: one
+    /// is in flight, so none is due.
+    pub(super) fn arm(&mut self, listing: bool) {
+        let mut soonest = (!listing).then_some(self.list_due);
+        let mut sooner = |at: Instant| soonest = Some(soonest.map_or(at, |s| s.min(at)));
+        for slot in &self.slots {
+            if slot.active {
+                sooner(slot.due);
+            }
+            if let Some(at) = slot.late_at {
+                sooner(at);
+            }
+        }
+        if self.watching() {
+            sooner(self.evidence_due);
+        }
+        // Nothing due ever (no probe runs, a listing in flight): the
+        // listing's answer re-arms it.
+        let at = soonest.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        if self.timer.deadline() != at {
+            self.timer.as_mut().reset(at);
+        }
     }
 
-    /// Whether the server asked not to be called for now.
-    pub(super) fn held(&self) -> bool {
-        self.hold_until.is_some_and(|h| Instant::now() < h)
+    /// The timer fired: start the probes due (each reported sent, or
+    /// skipped when its last run is still in flight or the server asked to
+    /// wait, into `out`), mark the late ones (their news into `out`), and
+    /// say what else came due.
+    pub(super) fn wake(&mut self, session: &'a dyn Session, out: &mut Vec<Observation>) -> Wake {
+        let now = Instant::now();
+        let held = self.hold_until.is_some_and(|h| now < h);
+        let mut wake = Wake {
+            list: self.list_due <= now,
+            watch: self.watching() && self.evidence_due <= now,
+            late: false,
+        };
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            let kind = self.probes[i].kind(self.era);
+            if slot.late_at.is_some_and(|at| at <= now) {
+                slot.late_at = None;
+                slot.late = true;
+                wake.late = true;
+                let after = slot.cadence.late_after.unwrap_or_default();
+                out.push(Observation::Late(kind, after));
+            }
+            if !slot.active || slot.due > now {
+                continue;
+            }
+            slot.turns += 1;
+            slot.due = now + jittered(slot.cadence.every, self.id, slot.turns);
+            if slot.running || held {
+                out.push(Observation::Skipped(kind));
+                continue;
+            }
+            out.push(Observation::Sent(kind));
+            slot.running = true;
+            slot.late_at = slot.cadence.late_after.map(|after| now + after);
+            let (probe, deadline) = (&self.probes[i], slot.cadence.deadline);
+            self.running.push(Box::pin(
+                async move { (i, probe.run(session, deadline).await) },
+            ));
+        }
+        if wake.watch {
+            self.evidence_due = now + self.evidence_every;
+        }
+        wake
     }
 
-    /// Hold off when the outcome asked to (a throttled probe).
-    pub(super) fn hold(&mut self, outcome: &ProbeOutcome) {
+    /// Whether evidence is read between probes. Progress, silence and a
+    /// child's CPU only matter while a request is outstanding: an idle
+    /// server costs no wake-ups between probes. A run with a moment to
+    /// turn late is watched from that moment (it samples on the spot); a
+    /// child's gauges are refreshed with every liveness answer.
+    fn watching(&self) -> bool {
+        (self.slots.iter()).any(|s| s.running && (s.late || s.cadence.late_after.is_none()))
+    }
+
+    /// The run of slot `i` answered: whether it had turned late. Hold off
+    /// when it asked to (a throttled probe).
+    pub(super) fn answered(&mut self, i: usize, outcome: &ProbeOutcome) -> bool {
         if let Some(wait) = hold_for(outcome) {
             self.hold_until = Some(Instant::now() + wait);
         }
+        let slot = &mut self.slots[i];
+        slot.running = false;
+        slot.late_at = None;
+        std::mem::take(&mut slot.late)
+    }
+
+    /// The name slot `i`'s probe goes by in details.
+    pub(super) fn name(&self, i: usize) -> Option<&str> {
+        self.probes[i].name()
     }
 
     /// Start a listing now.
-    pub(super) fn list<'s>(
+    pub(super) fn list(
         &mut self,
-        session: &'s dyn Session,
+        session: &'a dyn Session,
         timeout: Duration,
-    ) -> BoxFuture<'s, Result<ToolSurface, RequestError>> {
+    ) -> BoxFuture<'a, Result<ToolSurface, RequestError>> {
         self.listed_at = Instant::now();
         session.list_tools(timeout)
+    }
+
+    /// A listing came: which probes run now, and the next listing `after`
+    /// from now (jittered).
+    pub(super) fn listed(&mut self, tools: &ToolSurface, after: Duration) {
+        for (slot, probe) in self.slots.iter_mut().zip(self.probes) {
+            slot.active = probe.listed(tools);
+        }
+        self.relist(after);
+    }
+
+    /// The next listing, `after` from now (jittered).
+    pub(super) fn relist(&mut self, after: Duration) {
+        let turn = self.slots.first().map_or(0, |s| s.turns);
+        self.list_due = Instant::now() + jittered(after, self.id, turn);
     }
 
     /// A server's `list_changed` asks for a listing, but no sooner than
@@ -94,127 +239,8 @@ impl Clocks {
         if Instant::now() >= soonest {
             return true;
         }
-        if self.tools_due.deadline() > soonest {
-            self.tools_due.as_mut().reset(soonest);
-        }
+        self.list_due = self.list_due.min(soonest);
         false
-    }
-
-    /// The next listing, `after` from now (jittered when the server set it).
-    pub(super) fn relist(&mut self, after: Duration, id: &str) {
-        let after = jittered(after, id, self.pings);
-        self.tools_due.as_mut().reset(Instant::now() + after);
-    }
-}
-
-/// The liveness probe in flight. Past `late_at` it is reported late, but
-/// kept: its answer, whenever it comes, is still evidence.
-pub(super) struct InFlight<'a> {
-    pub(super) fut: Running<'a>,
-    pub(super) late_at: Instant,
-    pub(super) late: bool,
-}
-
-impl<'a> InFlight<'a> {
-    /// Send a liveness probe. The request may stay in flight past
-    /// `stuck_after`: the owner judges stuck from silence, and the answer
-    /// must never race that judgement.
-    pub(super) fn start(session: &'a dyn Session, s: &Settings) -> Self {
-        InFlight {
-            fut: Box::pin(probe::liveness::run(session, s.stuck_after.0 * 2)),
-            late_at: Instant::now() + s.ping_timeout.0,
-            late: false,
-        }
-    }
-}
-
-/// Where a task probe's polls are told.
-pub(super) type TaskReport = std::sync::Arc<dyn Fn(probe::task::TaskSeen) + Send + Sync>;
-
-/// Schedules of the synthetic tool probes, one call in flight per probe.
-pub(super) struct ToolProbes<'a> {
-    due: Vec<Instant>,
-    interval: Vec<Duration>,
-    in_flight: Vec<bool>,
-    /// Whether each is called as a task, from the latest listing.
-    as_task: Vec<bool>,
-    report: TaskReport,
-    pub(super) calls: FuturesUnordered<BoxFuture<'a, (usize, ProbeOutcome)>>,
-}
-
-impl<'a> ToolProbes<'a> {
-    /// The probes of a session whose opening listed `listed`.
-    pub(super) fn new(probes: &[ToolProbe], listed: &ToolSurface, report: TaskReport) -> Self {
-        let now = Instant::now();
-        let mut tools = ToolProbes {
-            due: vec![now; probes.len()],
-            interval: probes.iter().map(|p| p.interval).collect(),
-            in_flight: vec![false; probes.len()],
-            as_task: vec![false; probes.len()],
-            report,
-            calls: FuturesUnordered::new(),
-        };
-        tools.listed(probes, listed);
-        tools
-    }
-
-    /// Read from a listing which probes are called as tasks.
-    pub(super) fn listed(&mut self, probes: &[ToolProbe], surface: &ToolSurface) {
-        for (i, p) in probes.iter().enumerate() {
-            let support = surface
-                .tools
-                .iter()
-                .find(|t| t.name == p.tool)
-                .map(|t| t.task_support)
-                .unwrap_or_default();
-            self.as_task[i] = probe::task::wanted(p.task, support);
-        }
-    }
-
-    pub(super) fn next_due(&self) -> Option<Instant> {
-        self.due.iter().min().copied()
-    }
-
-    /// Start the probes due now, each rescheduled one interval later; what
-    /// happened to each, in order: sent, or skipped because its last call
-    /// is still running or the server asked to wait (`held`).
-    pub(super) fn start_due(
-        &mut self,
-        session: &'a dyn Session,
-        probes: &'a [ToolProbe],
-        held: bool,
-    ) -> Vec<Observation> {
-        let now = Instant::now();
-        let mut out = Vec::new();
-        for (i, p) in probes.iter().enumerate() {
-            if self.due[i] > now {
-                continue;
-            }
-            self.due[i] = now + self.interval[i];
-            if self.in_flight[i] || held {
-                out.push(Observation::Skipped(ProbeKind::Tool));
-                continue;
-            }
-            out.push(Observation::Sent(ProbeKind::Tool));
-            self.in_flight[i] = true;
-            let (as_task, report) = (self.as_task[i], self.report.clone());
-            self.calls.push(Box::pin(async move {
-                let outcome =
-                    probe::tool::run(session, p, p.request_timeout, as_task, &*report).await;
-                (i, outcome)
-            }));
-        }
-        out
-    }
-
-    /// Whether any call is outstanding.
-    pub(super) fn busy(&self) -> bool {
-        !self.calls.is_empty()
-    }
-
-    /// Probe `i` answered; it may be sent again.
-    pub(super) fn answered(&mut self, i: usize) {
-        self.in_flight[i] = false;
     }
 }
 

@@ -11,23 +11,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use backon::BackoffBuilder;
 use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug};
 
-use super::schedule::{Clocks, InFlight, Running, ToolProbes, relist_after};
+use super::reconnect::Reconnect;
+use super::schedule::{Schedule, Wake, relist_after};
 use crate::config::{ServerSpec, TransportSpec};
-use crate::probe::health_check::HealthCheckSpec;
-use crate::probe::{self, FailureReason, ProbeKind, ProbeOutcome};
+use crate::probe::{self, FailureReason, Probe, ProbeOutcome};
 use crate::state::verdict::Reason;
 use crate::state::{Msg, Observation};
 use crate::transport::tools::ToolSurface;
-use crate::transport::{
-    BoxFuture, Connector, Credentials, Era, LinkFailure, RequestError, Session,
-};
+use crate::transport::{BoxFuture, Connector, Credentials, LinkFailure, RequestError, Session};
 
 /// How long each step of closing a session may take.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -54,6 +51,19 @@ pub struct Supervisor {
     pub cancel: CancellationToken,
     /// Turns to open a session, shared by every supervisor.
     pub admission: Arc<tokio::sync::Semaphore>,
+    /// The server's probes, built once from its spec.
+    pub probes: Arc<[Box<dyn Probe>]>,
+}
+
+/// `spec`'s probes, their task polls told straight to the owner, without
+/// waiting (each poll carries the whole task, so one lost to a full
+/// channel is made good by the next).
+pub fn probes_of(spec: &Arc<ServerSpec>, state: &mpsc::Sender<Msg>) -> Arc<[Box<dyn Probe>]> {
+    let (state, id) = (state.clone(), Arc::<str>::from(spec.id.as_str()));
+    let tasks: probe::TaskSink = Arc::new(move |seen| {
+        let _ = state.try_send(Msg::Server(id.clone(), Observation::Task(Box::new(seen))));
+    });
+    probe::plan(spec, tasks).into()
 }
 
 impl Supervisor {
@@ -63,84 +73,45 @@ impl Supervisor {
         self.run_inner().instrument(span).await;
     }
 
-    async fn run_inner(mut self) {
-        let spec = self.spec.clone();
-        let s = &spec.settings;
-        let backoff = backon::ExponentialBuilder::default()
-            .with_min_delay(s.backoff_initial.0)
-            .with_max_delay(s.backoff_max.0)
-            .with_factor(2.0)
-            .with_jitter()
-            .without_max_times();
-        let mut delays = backoff.build();
-        let mut after: Option<Reason> = None;
-        let mut era_hint: Option<Era> = None;
-        let mut sessions: u64 = 0;
-        let mut last_certificate = None;
+    async fn run_inner(self) {
+        let mut link = Reconnect::new(&self.spec.settings);
         loop {
-            self.send(Observation::Connecting { after }).await;
+            self.send(Observation::Connecting { after: link.after })
+                .await;
             let (started, opened) = tokio::select! {
                 _ = self.cancel.cancelled() => break,
                 r = async {
                     // Waiting for a turn is not part of connect_timeout,
                     // nor of the handshake's time.
                     let _turn = self.admission.acquire().await;
-                    (Instant::now(), self.connector.open(era_hint).await)
+                    (Instant::now(), self.connector.open(link.era_hint).await)
                 } => r,
             };
             // Even a refused certificate's date is news.
-            if let Some(c) = self.connector.certificate()
-                && last_certificate != Some(c)
-            {
-                last_certificate = Some(c);
+            if let Some(c) = link.certificate(self.connector.certificate()) {
                 self.send(Observation::Certificate(c)).await;
             }
-            let reason = match opened {
+            let (reason, opened_at) = match opened {
                 Err(e) => {
                     let reason = Reason::from(e.failure);
+                    let detail = e.to_string();
                     self.send(Observation::Down {
                         reason,
-                        detail: e.to_string(),
+                        detail,
                         was_open: false,
                     })
                     .await;
-                    reason
+                    (reason, None)
                 }
                 Ok(session) => {
-                    sessions += 1;
-                    era_hint = session.remembered_era();
-                    let (has_health, ttl, probed) = self.opened(session.as_ref(), started).await;
-                    let opened_at = Instant::now();
-                    let relist = relist_after(ttl, &self.spec.settings);
-                    let end = self
-                        .probe_loop(session.as_ref(), (has_health, &probed), relist, sessions)
-                        .await;
-                    session.close(CLOSE_GRACE).await;
-                    match end {
-                        End::Shutdown => {
-                            self.send(Observation::Closed).await;
-                            break;
-                        }
-                        End::Lost(reason, detail) => {
-                            self.send(Observation::Down {
-                                reason,
-                                detail,
-                                was_open: true,
-                            })
-                            .await;
-                            if opened_at.elapsed() >= s.backoff_reset_after.0 {
-                                delays = backoff.build();
-                            }
-                            reason
-                        }
+                    let number = link.opened(session.remembered_era());
+                    match self.session(session, started, number).await {
+                        Some((reason, opened_at)) => (reason, Some(opened_at)),
+                        None => break,
                     }
                 }
             };
-            after = Some(reason);
-            let delay = delays
-                .next()
-                .unwrap_or(s.backoff_max.0)
-                .min(s.backoff_max.0);
+            let delay = link.ended(reason, opened_at);
             debug!(
                 delay_ms = delay.as_millis() as u64,
                 "reconnecting after backoff"
@@ -153,14 +124,47 @@ impl Supervisor {
         debug!("supervisor stopped");
     }
 
-    /// List the tools of a new session and report it open; returns whether
-    /// the health tool is listed, how long the listing stays fresh, and the
-    /// listed tools that tool probes call.
+    /// Probe session `number`, opened at `started`, until it ends, and
+    /// close it: why it was lost and when it had opened, or `None` at
+    /// shutdown.
+    async fn session(
+        &self,
+        session: Box<dyn Session>,
+        started: Instant,
+        number: u64,
+    ) -> Option<(Reason, Instant)> {
+        let (ttl, runs) = self.opened(session.as_ref(), started).await;
+        let opened_at = Instant::now();
+        let relist = relist_after(ttl, &self.spec.settings);
+        let end = self
+            .probe_loop(session.as_ref(), runs, relist, number)
+            .await;
+        session.close(CLOSE_GRACE).await;
+        match end {
+            End::Shutdown => {
+                self.send(Observation::Closed).await;
+                None
+            }
+            End::Lost(reason, detail) => {
+                self.send(Observation::Down {
+                    reason,
+                    detail,
+                    was_open: true,
+                })
+                .await;
+                Some((reason, opened_at))
+            }
+        }
+    }
+
+    /// List the tools of a new session, tell the probes, and report it
+    /// open; how long the listing stays fresh, and which probes it lets
+    /// run (`None` when it failed).
     async fn opened(
         &self,
         session: &dyn Session,
         started: Instant,
-    ) -> (bool, Option<Duration>, ToolSurface) {
+    ) -> (Option<Duration>, Option<Vec<bool>>) {
         let handshake = started.elapsed();
         let tools = match session
             .list_tools(self.spec.settings.request_timeout.0)
@@ -176,13 +180,7 @@ impl Supervisor {
         let tool = &self.spec.settings.health_check_tool;
         let has_health = tools.as_ref().is_some_and(|t| t.names().any(|n| n == tool));
         let ttl = tools.as_ref().and_then(|t| t.ttl);
-        let probed = ToolSurface {
-            tools: (tools.iter().flat_map(|t| &t.tools))
-                .filter(|t| self.spec.tool_probes.iter().any(|p| p.tool == t.name))
-                .cloned()
-                .collect(),
-            ..Default::default()
-        };
+        let runs = (tools.as_ref()).map(|t| self.probes.iter().map(|p| p.listed(t)).collect());
         let checked = match &tools {
             Some(t) => self.tools_conditions(t).await,
             None => Vec::new(),
@@ -198,7 +196,7 @@ impl Supervisor {
         if !checked.is_empty() {
             self.send(Observation::Checked(checked)).await;
         }
-        (has_health, ttl, probed)
+        (ttl, runs)
     }
 
     /// The tool list's conditions on `tools` (none unless configured).
@@ -216,123 +214,111 @@ impl Supervisor {
     }
 
     async fn probe_loop(
-        &mut self,
+        &self,
         session: &dyn Session,
-        (mut has_health, probed): (bool, &ToolSurface),
+        runs: Option<Vec<bool>>,
         relist: Duration,
         number: u64,
     ) -> End {
-        let spec = self.spec.clone();
+        let (spec, probes) = (self.spec.clone(), self.probes.clone());
         let s = &spec.settings;
-        let live_kind = probe::liveness::kind(session.era());
-        let mut clock = Clocks::new(s, relist);
-        let hc_spec = HealthCheckSpec::of(s).with_conditions(&spec.conditions);
-        let mut ping: Option<InFlight<'_>> = None;
-        let mut hc: Option<Running<'_>> = None;
+        let mut schedule = Schedule::new(&probes, (session.era(), &spec.id), s, runs, relist);
         let mut listing: Option<BoxFuture<'_, _>> = None;
-        let mut tools = ToolProbes::new(&spec.tool_probes, probed, self.task_report());
-        let mut gone = session.gone();
-        let mut credentials = None;
-        // The futures that outlive a turn of the loop are made once, like
-        // the clocks.
-        let cancel = self.cancel.clone();
-        let cancelled = cancel.cancelled();
-        tokio::pin!(cancelled);
-        let stuck = stuck_signal(self.stuck.clone(), number);
-        tokio::pin!(stuck);
+        let ends = self.ends(session, number);
+        tokio::pin!(ends);
         let mut tools_changed = session.tools_changed();
+        let (mut credentials, mut news) = (None, Vec::new());
         loop {
             self.credentials(session, &mut credentials).await;
-            let held = clock.held();
-            let late_at = ping.as_ref().filter(|p| !p.late).map(|p| p.late_at);
-            let tool_due = tools.next_due();
-            let watching = watching(ping.as_ref(), hc.is_some(), &tools);
+            schedule.arm(listing.is_some());
             tokio::select! {
-                _ = &mut cancelled => return End::Shutdown,
-                exit = &mut gone => return End::Lost(Reason::from(session.death()), exit),
-                judged = &mut stuck => return stuck_end(judged, s),
-                _ = clock.evidence.tick(), if watching => {
-                    if let Some(end) = self.watch(session).await {
+                end = &mut ends => return end,
+                () = &mut schedule.timer => {
+                    let wake = schedule.wake(session, &mut news);
+                    if let Some(end) = self.woke(session, wake, &mut news).await {
                         return end;
                     }
-                }
-                _ = &mut clock.ping_due => {
-                    clock.next_ping(s.ping_interval.0, &spec.id);
-                    // Never pile pings up: the one in flight is still
-                    // evidence, and one more interval without its answer
-                    // is one more judgement.
-                    if self.may_send(live_kind, ping.is_some() || held).await {
-                        ping = Some(InFlight::start(session, s));
+                    if wake.list && listing.is_none() {
+                        listing = Some(schedule.list(session, s.request_timeout.0));
                     }
                 }
-                _ = async { tokio::time::sleep_until(late_at.expect("guarded")).await }, if late_at.is_some() => {
-                    if let Some(p) = ping.as_mut() {
-                        p.late = true;
-                    }
-                    self.late(session, live_kind).await;
-                }
-                outcome = async { (&mut ping.as_mut().expect("guarded").fut).await }, if ping.is_some() => {
-                    let was_late = ping.take().is_some_and(|p| p.late);
-                    if let Some(end) = self.ping_answered(session, outcome, was_late, &mut clock).await {
+                Some((i, outcome)) = schedule.running.next(), if !schedule.running.is_empty() => {
+                    let was_late = schedule.answered(i, &outcome);
+                    if let Some(end) = self.answered(session, outcome, was_late, schedule.name(i)).await {
                         return end;
-                    }
-                }
-                _ = &mut clock.tools_due, if listing.is_none() => {
-                    listing = Some(clock.list(session, s.request_timeout.0));
-                }
-                _ = &mut tools_changed, if listing.is_none() => {
-                    tools_changed = session.tools_changed();
-                    if clock.may_relist() {
-                        listing = Some(clock.list(session, s.request_timeout.0));
                     }
                 }
                 listed = async { listing.as_mut().expect("guarded").await }, if listing.is_some() => {
                     listing = None;
-                    has_health = self.listed(listed, &mut clock, &mut tools).await.unwrap_or(has_health);
+                    self.listed(listed, &mut schedule).await;
                 }
-                _ = clock.health_check.tick(), if has_health => {
-                    if self.may_send(ProbeKind::HealthCheck, hc.is_some() || held).await {
-                        hc = Some(Box::pin(probe::health_check::run(session, &hc_spec, s.health_check_timeout.0)));
-                    }
-                }
-                outcome = async { hc.as_mut().expect("guarded").await }, if hc.is_some() => {
-                    hc = None;
-                    if let Some(end) = self.answered(session, outcome, false, Some("health_check"), &mut clock).await {
-                        return end;
-                    }
-                }
-                _ = async { tokio::time::sleep_until(tool_due.expect("guarded")).await }, if tool_due.is_some() => {
-                    for started in tools.start_due(session, &spec.tool_probes, held) {
-                        self.send(started).await;
-                    }
-                }
-                Some((i, outcome)) = tools.calls.next(), if !tools.calls.is_empty() => {
-                    tools.answered(i);
-                    if let Some(end) = self.tool_answered(session, i, outcome, &mut clock).await {
-                        return end;
+                () = &mut tools_changed, if listing.is_none() => {
+                    tools_changed = session.tools_changed();
+                    if schedule.may_relist() {
+                        listing = Some(schedule.list(session, s.request_timeout.0));
                     }
                 }
             }
         }
     }
 
+    /// What ends a session's probing: shutdown, the link gone, or the
+    /// owner judging session `number` stuck.
+    async fn ends(&self, session: &dyn Session, number: u64) -> End {
+        let stuck = stuck_signal(self.stuck.clone(), number);
+        tokio::select! {
+            () = self.cancel.cancelled() => End::Shutdown,
+            exit = session.gone() => End::Lost(Reason::from(session.death()), exit),
+            judged = stuck => stuck_end(judged, &self.spec.settings),
+        }
+    }
+
+    /// The schedule woke: read the evidence it asked for (a late run's
+    /// first), then tell what came due.
+    async fn woke(
+        &self,
+        session: &dyn Session,
+        wake: Wake,
+        news: &mut Vec<Observation>,
+    ) -> Option<End> {
+        if wake.watch {
+            if let Some(end) = self.watch(session).await {
+                return Some(end);
+            }
+        } else if wake.late {
+            self.evidence(session).await;
+        }
+        for event in news.drain(..) {
+            self.send(event).await;
+        }
+        None
+    }
+
     /// A probe answered: hold off when it asked to, report it, and end the
     /// session when the answer says the link is lost. `what` names the
-    /// probe in the detail (the liveness probe goes unnamed).
+    /// probe in the detail and the log line (the liveness probe goes
+    /// unnamed; a child's CPU and memory are read at its pace).
     async fn answered(
-        &mut self,
+        &self,
         session: &dyn Session,
         outcome: ProbeOutcome,
         was_late: bool,
         what: Option<&str>,
-        clock: &mut Clocks,
     ) -> Option<End> {
+        if outcome.kind.is_liveness() && matches!(self.spec.transport, TransportSpec::Stdio { .. })
+        {
+            self.evidence(session).await;
+        }
         let lost = outcome.link_lost().then(|| refusal(&outcome));
-        clock.hold(&outcome);
         let detail = match (&outcome.result, what) {
             (Ok(_), _) => String::new(),
             (Err(f), None) => f.detail.clone(),
-            (Err(f), Some(what)) => format!("{what}: {}", f.detail),
+            (Err(f), Some(what)) => {
+                let took_ms = outcome.duration.as_millis() as u64;
+                let error = self.spec.scrubber.scrub(&f.detail);
+                tracing::info!(probe = what, took_ms, error = %error, "probe failed");
+                format!("{what}: {}", f.detail)
+            }
         };
         self.send(Observation::Probe { outcome, was_late }).await;
         let refused = lost?;
@@ -348,43 +334,14 @@ impl Supervisor {
         }
     }
 
-    /// A probe of `kind` is due: report it skipped when `busy` (its last
-    /// one still running, or the server asked to wait), else sent; whether
-    /// to send it.
-    async fn may_send(&self, kind: ProbeKind, busy: bool) -> bool {
-        let event = if busy {
-            Observation::Skipped(kind)
-        } else {
-            Observation::Sent(kind)
-        };
-        self.send(event).await;
-        !busy
-    }
-
-    /// The liveness probe is late. Fresh evidence first: is the server
-    /// working or gone quiet?
-    async fn late(&self, session: &dyn Session, kind: ProbeKind) {
-        self.evidence(session).await;
-        let timeout = self.spec.settings.ping_timeout.0;
-        self.send(Observation::Late(kind, timeout)).await;
-    }
-
-    /// A listing finished: report the tools, tell the tool probes which
-    /// run as tasks, and schedule the next listing.
-    /// Whether the health-check tool is among them, or `None` when the
-    /// listing failed (liveness judges the session; a failed listing is
-    /// only not news).
-    async fn listed(
-        &self,
-        listed: Result<ToolSurface, RequestError>,
-        clock: &mut Clocks,
-        probes: &mut ToolProbes<'_>,
-    ) -> Option<bool> {
+    /// A listing finished: report the tools, tell the probes, and
+    /// schedule the next listing. A failed listing is only not news
+    /// (liveness judges the session).
+    async fn listed(&self, listed: Result<ToolSurface, RequestError>, schedule: &mut Schedule<'_>) {
         let s = &self.spec.settings;
         match listed {
             Ok(tools) => {
-                probes.listed(&self.spec.tool_probes, &tools);
-                clock.relist(relist_after(tools.ttl, s), &self.spec.id);
+                schedule.listed(&tools, relist_after(tools.ttl, s));
                 let health_check = tools.names().any(|n| n == s.health_check_tool);
                 let checked = self.tools_conditions(&tools).await;
                 self.send(Observation::Tools {
@@ -395,49 +352,12 @@ impl Supervisor {
                 if !checked.is_empty() {
                     self.send(Observation::Checked(checked)).await;
                 }
-                Some(health_check)
             }
             Err(e) => {
-                clock.relist(s.tools_interval.0, &self.spec.id);
+                schedule.relist(s.tools_interval.0);
                 debug!(error = %e, "tools/list failed");
-                None
             }
         }
-    }
-
-    /// The liveness probe answered. A child's CPU and memory are read at
-    /// the ping's pace.
-    async fn ping_answered(
-        &mut self,
-        session: &dyn Session,
-        outcome: ProbeOutcome,
-        was_late: bool,
-        clock: &mut Clocks,
-    ) -> Option<End> {
-        if matches!(self.spec.transport, TransportSpec::Stdio { .. }) {
-            self.evidence(session).await;
-        }
-        self.answered(session, outcome, was_late, None, clock).await
-    }
-
-    /// Tool probe `i` answered; a failure is logged with the tool's name.
-    async fn tool_answered(
-        &mut self,
-        session: &dyn Session,
-        i: usize,
-        outcome: ProbeOutcome,
-        clock: &mut Clocks,
-    ) -> Option<End> {
-        let spec = self.spec.clone();
-        let tool = &spec.tool_probes[i].tool;
-        if let Err(f) = &outcome.result {
-            let took_ms = outcome.duration.as_millis() as u64;
-            let error = spec.scrubber.scrub(&f.detail);
-            tracing::info!(tool = %tool, took_ms, error = %error, "tool probe failed");
-        }
-        let what = format!("tool {tool}");
-        self.answered(session, outcome, false, Some(&what), clock)
-            .await
     }
 
     /// While a probe is outstanding: end the session if the server broke
@@ -459,28 +379,10 @@ impl Supervisor {
         self.send(Observation::Progress(session.progress())).await;
     }
 
-    /// Where a task probe tells each poll: straight to the owner, without
-    /// waiting (each poll carries the whole task, so one lost to a full
-    /// channel is made good by the next).
-    fn task_report(&self) -> super::schedule::TaskReport {
-        let (state, id) = (self.state.clone(), self.id.clone());
-        Arc::new(move |seen| {
-            let _ = state.try_send(Msg::Server(id.clone(), Observation::Task(Box::new(seen))));
-        })
-    }
-
     async fn send(&self, event: Observation) {
         // The owner outlives every supervisor; a closed channel means shutdown.
         let _ = self.state.send(Msg::Server(self.id.clone(), event)).await;
     }
-}
-
-/// Whether evidence is read between probes. Progress, silence and a
-/// child's CPU only matter while a request is outstanding: an idle server,
-/// stdio or HTTP, costs no wake-ups between probes. (A late ping samples on
-/// the spot; a child's gauges are refreshed with every answer.)
-fn watching(ping: Option<&InFlight<'_>>, health_check: bool, tools: &ToolProbes<'_>) -> bool {
-    ping.is_some_and(|p| p.late) || health_check || tools.busy()
 }
 
 /// How the loop ends when the stuck signal resolves: `judged` the session

@@ -74,6 +74,7 @@ impl Harness {
         .expect("room for the first message");
         let sup = Supervisor {
             id: Arc::from(spec.id.as_str()),
+            probes: super::server::probes_of(&spec, &tx),
             spec,
             connector: Arc::new(connector) as Arc<dyn Connector>,
             state: tx,
@@ -586,6 +587,7 @@ async fn a_three_second_handshake_never_reads_slow() {
     tokio::spawn(
         Supervisor {
             id: Arc::from("s"),
+            probes: super::server::probes_of(&spec, &tx),
             spec,
             connector: Arc::new(slow_start),
             state: tx,

@@ -29,6 +29,7 @@ mod prometheus;
 mod redaction;
 mod registry;
 mod reload;
+mod resources;
 mod security;
 mod shape;
 mod sharding;

@@ -126,3 +126,63 @@ fn the_measure_finds_functions_and_their_length() {
         ]
     );
 }
+
+/// The arms of the first `select!` in `code`: its `=>` at the top level
+/// of its braces.
+fn select_arms(code: &str) -> Option<usize> {
+    let start = code.find("select!")?;
+    let open = start + code[start..].find('{')?;
+    let (mut depth, mut arms) = (0i32, 0);
+    let bytes = code.as_bytes();
+    for i in open..bytes.len() {
+        match bytes[i] {
+            b'{' | b'(' | b'[' => depth += 1,
+            b'}' | b')' | b']' => depth -= 1,
+            b'=' if depth == 1 && bytes.get(i + 1) == Some(&b'>') => arms += 1,
+            _ => {}
+        }
+        if depth == 0 {
+            return Some(arms);
+        }
+    }
+    None
+}
+
+/// The loop that drives a session's probes knows no probe kind: a kind is
+/// a value in its schedule, so the loop has a handful of arms however many
+/// kinds there are, and stays short because there is little to do in it.
+#[test]
+fn the_probe_loop_has_at_most_five_arms_and_names_no_probe_kind() {
+    let files = sources();
+    let file = |name: &str| {
+        (files.iter())
+            .find(|f| f.rel.ends_with(name))
+            .unwrap_or_else(|| panic!("{name} not found"))
+    };
+    let server = file("supervise/server.rs");
+    let (_, line, length) = functions(&server.code)
+        .into_iter()
+        .find(|(name, ..)| name == "probe_loop")
+        .expect("probe_loop");
+    assert!(length < 50, "probe_loop is {length} lines");
+    let body: String = server
+        .code
+        .lines()
+        .skip(line - 1)
+        .take(length)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let arms = select_arms(&body).expect("a select! in probe_loop");
+    assert!(
+        (1..=5).contains(&arms),
+        "probe_loop's select! has {arms} arms"
+    );
+    for name in ["supervise/server.rs", "supervise/schedule.rs"] {
+        let code = &file(name).code;
+        assert!(!code.contains("ProbeKind::"), "{name} names a probe kind");
+    }
+    assert_eq!(
+        select_arms("select! { a => {}, b = f(x) => { match y { _ => {} } } }"),
+        Some(2)
+    );
+}

@@ -110,6 +110,12 @@ def echo(text: str) -> str:
     return text
 
 
+@mcp.resource("inventory://stock", mime_type="application/json")
+def stock() -> str:
+    """What is in stock: a resource a probe reads."""
+    return json.dumps({"widgets": 12})
+
+
 def _extra(text: str) -> str:
     """An extra tool of this deployment."""
     return text

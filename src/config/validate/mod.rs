@@ -101,6 +101,7 @@ struct Doc {
 }
 
 mod entries;
+pub mod resources;
 mod sd;
 mod server;
 mod tunables;

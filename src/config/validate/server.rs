@@ -23,6 +23,9 @@ impl Validator<'_> {
             .enumerate()
             .map(|(i, tp)| self.tool_probe(tp, &settings, &item(at, "tool_probes", i)))
             .collect();
+        let resource_probes = (s.resource_probes.iter().enumerate())
+            .map(|(i, rp)| self.resource_probe(rp, &settings, &item(at, "resource_probes", i)))
+            .collect();
         let mut conditions = self.conditions(
             &s.health_check_conditions,
             Subject::HealthReport,
@@ -57,6 +60,7 @@ impl Validator<'_> {
             settings,
             protocol,
             tool_probes,
+            resource_probes,
             expanded,
             expected_tools: s.expected_tools,
             conditions,
@@ -179,7 +183,7 @@ impl Validator<'_> {
     /// entry an HTTP endpoint wrote may not carry any: an expression is
     /// work mcpmon does, and a remote source has power over nothing but
     /// its own verdict.
-    fn conditions(
+    pub(super) fn conditions(
         &mut self,
         list: &[ConditionFile],
         subject: Subject,

@@ -35,11 +35,7 @@ pub const JUDGMENT_POINTS: usize = 9;
 
 /// The MCP method a probe sends: the conventions' `mcp.method.name`.
 pub fn method(kind: ProbeKind) -> &'static str {
-    match kind {
-        ProbeKind::Ping => "ping",
-        ProbeKind::Discover => "server/discover",
-        ProbeKind::HealthCheck | ProbeKind::Tool => "tools/call",
-    }
+    kind.method()
 }
 
 /// The conventions' `error.type`: the JSON-RPC code, `tool_error` for
@@ -67,7 +63,7 @@ pub fn tool_name<'a>(op: &'a Operation<'_>) -> Option<&'a str> {
     match op.outcome.kind {
         ProbeKind::Tool => op.outcome.tool.as_deref(),
         ProbeKind::HealthCheck => Some(op.health_tool),
-        ProbeKind::Ping | ProbeKind::Discover => None,
+        ProbeKind::Ping | ProbeKind::Discover | ProbeKind::Resource => None,
     }
 }
 
