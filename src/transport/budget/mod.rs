@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::model::{
-    ClientRequest, GetMeta, JsonRpcMessage, NumberOrString, ProgressToken, RequestId,
-    ServerNotification,
+    ClientNotification, ClientRequest, GetMeta, JsonRpcMessage, NumberOrString, ProgressToken,
+    RequestId, ServerNotification,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -408,6 +408,20 @@ pub struct Metered<T> {
     meter: Arc<Meter>,
     /// Where the transport goes when this is dropped, to be used again.
     back: Option<Returned<T>>,
+    /// Added to the ids of mcpmon's requests on the wire, and taken off
+    /// their answers ([`Metered::shifted`]); 0 for none.
+    shift: i64,
+}
+
+/// How far [`Metered::shifted`] moves request ids: past any id a first
+/// handshake's few requests used.
+const SHIFT: i64 = 1 << 40;
+
+/// `id` moved by `by`, when it is a number.
+fn moved(id: &mut NumberOrString, by: i64) {
+    if let NumberOrString::Number(n) = id {
+        *n = n.saturating_add(by);
+    }
 }
 
 /// Where a dropped [`Metered`] puts its transport back.
@@ -420,7 +434,19 @@ impl<T> Metered<T> {
             inner: Some(inner),
             meter,
             back: None,
+            shift: 0,
         }
+    }
+
+    /// The same, with its requests numbered apart from those sent on the
+    /// pipes before: `initialize` after a `server/discover` that had no
+    /// answer in time goes on the same pipes, and rmcp numbers both from
+    /// 0, so a late answer to the discover would be read as initialize's
+    /// (a FastMCP server slow to start answers it `-32602`). Answers to ids
+    /// below the shift are such late answers, and are dropped.
+    pub fn shifted(mut self) -> Self {
+        self.shift = SHIFT;
+        self
     }
 
     /// Meter `inner`, and put it into `back` when dropped: a handshake
@@ -431,6 +457,25 @@ impl<T> Metered<T> {
             inner: Some(inner),
             meter,
             back: Some(back),
+            shift: 0,
+        }
+    }
+
+    /// Take the shift off an answer's id; whether it answers a request
+    /// sent through this transport (not one sent on the pipes before).
+    fn unshift(&self, msg: &mut RxJsonRpcMessage<RoleClient>) -> bool {
+        let id = match msg {
+            JsonRpcMessage::Response(r) => Some(&mut r.id),
+            JsonRpcMessage::Error(e) => e.id.as_mut(),
+            _ => return true,
+        };
+        match id {
+            Some(NumberOrString::Number(n)) if *n < self.shift => false,
+            Some(id) => {
+                moved(id, -self.shift);
+                true
+            }
+            None => true,
         }
     }
 
@@ -501,13 +546,23 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Metered<T> {
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let reply = matches!(item, JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_));
-        if let JsonRpcMessage::Request(r) = &item {
+        let mut item = item;
+        // The meter keeps ids as they are on the wire, as the raw listing
+        // reader sees them.
+        if let JsonRpcMessage::Request(r) = &mut item {
+            moved(&mut r.id, self.shift);
             if let Some(token) = progress_token(&r.request) {
                 self.meter.expect_progress(r.id.clone(), token);
             }
             if matches!(r.request, ClientRequest::ListToolsRequest(_)) {
                 self.meter.expect_listing(r.id.clone());
             }
+        }
+        if let JsonRpcMessage::Notification(n) = &mut item
+            && let ClientNotification::CancelledNotification(c) = &mut n.notification
+            && let Some(id) = &mut c.params.request_id
+        {
+            moved(id, self.shift);
         }
         let meter = self.meter.clone();
         let sent = self.inner().send(item);
@@ -525,8 +580,9 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Metered<T> {
             if self.meter.breach().is_some() {
                 return None;
             }
-            let msg = self.inner().receive().await?;
+            let mut msg = self.inner().receive().await?;
             match self.meter.admit(&msg, Instant::now()) {
+                Admit::Pass if self.shift != 0 && !self.unshift(&mut msg) => continue,
                 Admit::Pass => return Some(msg),
                 Admit::Drop => continue,
                 Admit::End => return None,

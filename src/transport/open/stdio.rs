@@ -128,11 +128,14 @@ impl Pipes<'_> {
     where
         T: rmcp::transport::Transport<RoleClient> + Send + 'static,
     {
+        let mut metered = Metered::new(transport, self.meter.clone());
+        // After a discover with no answer in time, that answer may still come.
+        if tried.is_some() {
+            metered = metered.shifted();
+        }
         let served = tokio::time::timeout_at(
             self.until,
-            self.handler
-                .clone()
-                .serve_with_lifecycle(Metered::new(transport, self.meter.clone()), mode),
+            self.handler.clone().serve_with_lifecycle(metered, mode),
         )
         .await;
         let error = match served {

@@ -20,6 +20,10 @@ enum Peer {
     Legacy,
     /// Legacy and silent on methods it does not know.
     SilentLegacy,
+    /// Legacy, reading nothing for this long (a Python server importing),
+    /// then answering what came meanwhile in order: `server/discover`
+    /// with -32602, as FastMCP 2 does, then `initialize`.
+    SlowLegacy(Duration),
     /// Answers nothing at all.
     Mute,
 }
@@ -33,13 +37,17 @@ fn answer(peer: Peer, msg: &Value) -> Option<Value> {
             "ttlMs": 0, "cacheScope": "public",
             "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "slow-modern", "version": "1"}}
         }),
-        (Peer::Legacy | Peer::SilentLegacy, "initialize") => json!({
+        (Peer::Legacy | Peer::SilentLegacy | Peer::SlowLegacy(_), "initialize") => json!({
             "protocolVersion": "2025-06-18", "capabilities": {},
             "serverInfo": {"name": "legacy", "version": "1"}
         }),
         (Peer::Legacy, _) => {
             return Some(json!({"jsonrpc": "2.0", "id": id,
                 "error": {"code": -32601, "message": "Method not found"}}));
+        }
+        (Peer::SlowLegacy(_), _) => {
+            return Some(json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32602, "message": "Invalid request parameters"}}));
         }
         _ => return None,
     };
@@ -55,7 +63,7 @@ fn spawn_peer(
 ) {
     let (near, far) = tokio::io::duplex(1 << 16);
     tokio::spawn(async move {
-        if let Peer::Modern(start) = peer {
+        if let Peer::Modern(start) | Peer::SlowLegacy(start) = peer {
             tokio::time::sleep(start).await;
         }
         let (read, mut write) = tokio::io::split(far);
@@ -129,6 +137,22 @@ async fn a_legacy_server_silent_on_discover_is_opened_within_the_one_deadline_an
         "slow is not legacy: detect again next time"
     );
     assert_eq!(took, discover_share(Duration::from_secs(15)), "{took:?}");
+}
+
+/// Its answer to the discover comes after initialize was sent on the same
+/// pipes, with the same number from rmcp: it is dropped, not read as
+/// initialize's.
+#[tokio::test(start_paused = true)]
+async fn a_late_answer_to_discover_is_not_taken_for_initialize_s() {
+    let (r, took) = detect(
+        Peer::SlowLegacy(Duration::from_secs(13)),
+        Duration::from_secs(15),
+    )
+    .await;
+    let opened = r.unwrap_or_else(|f| panic!("not opened: {}", f.describe()));
+    assert_eq!(era_of(&opened), "2025-06-18");
+    assert!(!opened.conclusive, "{took:?}");
+    assert_eq!(took, Duration::from_secs(13), "answered as soon as it read");
 }
 
 #[tokio::test(start_paused = true)]
