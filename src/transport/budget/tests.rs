@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use super::read::SNIFF_BYTES;
 use super::*;
 use tokio::io::AsyncReadExt;

@@ -55,6 +55,14 @@ impl Failed {
     }
 
     /// Whether the peer closed the transport (a stdio server that exited).
+    /// Whether the server refused `initialize` because the connection
+    /// already speaks 2026-07-28 (`-32022`): it read a `server/discover`
+    /// whose answer came too late, and only a fresh process can say so in
+    /// time.
+    fn modern_only(&self) -> bool {
+        matches!(&self.error, Some(ClientInitializeError::JsonRpcError(e)) if e.code.0 == -32022)
+    }
+
     fn closed(&self) -> bool {
         matches!(
             self.error,
@@ -224,7 +232,9 @@ pub(super) async fn open_stdio(
     };
     // A legacy server may exit on a method it does not know: the exchange
     // cannot go on with that process, so a fresh one speaks legacy from the
-    // start, inside what is left of the same deadline.
+    // start, inside what is left of the same deadline. A modern one slow to
+    // start may read the discover, answer it too late, and refuse the
+    // initialize after it: a fresh one is asked server/discover alone.
     let (failed, exited) = match (&exited, plan, failed.request) {
         (Some(child), Plan::Detect, "server/discover") => {
             let first = child.epitaph().await;
@@ -236,6 +246,20 @@ pub(super) async fn open_stdio(
                 }
                 Err((mut again, exited)) => {
                     again.tried = Some(format!("the process {first}"));
+                    (again, exited)
+                }
+            }
+        }
+        (_, Plan::Detect, "initialize") if failed.modern_only() => {
+            tracing::debug!(server = %spec.id, "initialize refused by a 2026-07-28 server slow to answer server/discover; starting it again for server/discover");
+            drop(exited);
+            match stdio_attempt(spec, Plan::Discover, until).await? {
+                Ok(mut started) => {
+                    started.opened.conclusive = true;
+                    return Ok(finish(spec, None, started, None, plan).await);
+                }
+                Err((mut again, exited)) => {
+                    again.tried = Some("initialize was refused as 2026-07-28 only".to_owned());
                     (again, exited)
                 }
             }
