@@ -34,9 +34,8 @@ use tokio::sync::watch;
 pub use snapshot::{ServerRecord, Snapshot, Summary};
 
 use crate::config::{FleetPolicy, ServerSpec};
-use crate::probe::{ProbeKind, ProbeOutcome};
-use crate::transport::{Era, ProcessSample, Progress, ServerInfo};
-use verdict::Reason;
+use crate::probe::{FailureReason, ProbeKind, ProbeOutcome};
+use crate::transport::{Era, LinkFailure, ProcessSample, Progress, ServerInfo};
 
 /// A message to the state owner.
 #[derive(Debug)]
@@ -73,6 +72,27 @@ pub enum DiscoveryNews {
     Servers(crate::discovery::Mechanism, usize),
 }
 
+/// Why a session ended or could not open, as its supervisor saw it: the
+/// transport's and the probe's failures carried as they are. What a loss
+/// means for the verdict is said once, by `Reason::from` in
+/// [`reason`]; a supervisor reports, it never picks a reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loss {
+    /// The transport failed: opening, while open, or by the server
+    /// breaking the session's limits.
+    Link(LinkFailure),
+    /// A probe's failure ended the session: what the probe saw, and the
+    /// transport's own account of the link beside it.
+    Probe {
+        /// How the probe failed.
+        failure: FailureReason,
+        /// What the transport says of the link.
+        link: LinkFailure,
+    },
+    /// The owner judged the session stuck, and its supervisor closed it.
+    Stuck,
+}
+
 /// What a supervisor observed about its server.
 #[derive(Debug)]
 pub enum Observation {
@@ -80,7 +100,7 @@ pub enum Observation {
     /// attempt ended, if this is a retry.
     Connecting {
         /// Why the previous one ended.
-        after: Option<Reason>,
+        after: Option<Loss>,
     },
     /// A session opened (numbered from 1, per server).
     Opened {
@@ -97,8 +117,8 @@ pub enum Observation {
     },
     /// The session was lost, or could not be opened: definitive.
     Down {
-        /// Bounded reason.
-        reason: Reason,
+        /// Why.
+        loss: Loss,
         /// What happened (scrubbed by the owner).
         detail: String,
         /// Whether a session had been open.

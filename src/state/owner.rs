@@ -103,10 +103,11 @@ impl Entry {
                 t.tick(now)
             }
             Observation::Down {
-                reason,
+                loss,
                 detail,
                 was_open,
             } => {
+                let reason = Reason::from(loss);
                 // Once per change: a lost session, or a new kind of failure.
                 // Retries failing the same way are expected; they log at debug.
                 let detail = t.scrub(&detail);
@@ -339,7 +340,7 @@ impl Told {
                 entry.opened_at = Some(now);
                 None
             }
-            Observation::Down { reason, .. } => ended(entry, Some(reason.as_str())),
+            Observation::Down { loss, .. } => ended(entry, Some(Reason::from(*loss).as_str())),
             Observation::Closed => ended(entry, None),
             _ => None,
         }

@@ -3,7 +3,9 @@
 
 use super::*;
 use crate::probe::ProbeKind;
+use crate::state::Loss;
 use crate::state::testing::{add, answered, event, opened, spec};
+use crate::transport::LinkFailure;
 use State::*;
 
 fn snap(states: &[State], policy: FleetPolicy) -> Snapshot {
@@ -42,7 +44,7 @@ fn running_counts_match_a_full_walk_through_events_and_removals() {
     let now = Instant::now();
     let mut o = Owner::new(FleetPolicy::default(), 4);
     let down = || Observation::Down {
-        reason: Reason::Exited,
+        loss: Loss::Link(LinkFailure::Exited),
         detail: "gone".into(),
         was_open: true,
     };

@@ -1,10 +1,13 @@
 //! The verdict's vocabulary: the published [`State`]s and the bounded
-//! [`Reason`]s (safe as label values), and how a transport failure reads as
-//! a reason.
+//! [`Reason`]s (safe as label values), and how a lost session (a
+//! transport's or a probe's failure) reads as a reason: the one place
+//! that says so.
 
 use serde::Serialize;
 use strum::VariantArray;
 
+use super::Loss;
+use crate::probe::FailureReason;
 use crate::transport::LinkFailure;
 
 /// A server's health, as published.
@@ -175,9 +178,46 @@ impl From<LinkFailure> for Reason {
     }
 }
 
+impl From<Loss> for Reason {
+    fn from(loss: Loss) -> Self {
+        match loss {
+            Loss::Link(f) => Reason::from(f),
+            // Refused credentials, not the transport, are why: the link
+            // was ended on the refusal.
+            Loss::Probe {
+                failure: FailureReason::Unauthenticated,
+                ..
+            } => Reason::Unauthenticated,
+            Loss::Probe {
+                failure: FailureReason::Forbidden,
+                ..
+            } => Reason::Forbidden,
+            Loss::Probe { link, .. } => Reason::from(link),
+            Loss::Stuck => Reason::Stuck,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Reason;
+    use super::{FailureReason, LinkFailure, Loss, Reason};
+
+    #[test]
+    fn a_loss_reads_as_the_refusal_or_else_as_the_link() {
+        use strum::VariantArray;
+        for link in LinkFailure::VARIANTS.iter().copied() {
+            assert_eq!(Reason::from(Loss::Link(link)), Reason::from(link));
+            for failure in FailureReason::VARIANTS.iter().copied() {
+                let expected = match failure {
+                    FailureReason::Unauthenticated => Reason::Unauthenticated,
+                    FailureReason::Forbidden => Reason::Forbidden,
+                    _ => Reason::from(link),
+                };
+                assert_eq!(Reason::from(Loss::Probe { failure, link }), expected);
+            }
+        }
+        assert_eq!(Reason::from(Loss::Stuck), Reason::Stuck);
+    }
 
     #[test]
     fn every_reason_has_a_runbook_row_and_a_place_in_the_readme() {

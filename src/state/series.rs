@@ -211,8 +211,8 @@ impl Series {
         let now = || Some(unix_now());
         match obs {
             Observation::Connecting { after } => {
-                if let Some(r) = after {
-                    self.reconnects.inc(*r);
+                if let Some(loss) = after {
+                    self.reconnects.inc(Reason::from(*loss));
                 }
             }
             Observation::Opened {
@@ -230,11 +230,9 @@ impl Series {
                 self.cpu_counted = 0.0;
             }
             Observation::Tools { health_check, .. } => self.health_check_present = *health_check,
-            Observation::Down {
-                reason, was_open, ..
-            } => {
+            Observation::Down { loss, was_open, .. } => {
                 if *was_open {
-                    self.session_closes.inc(Some(*reason));
+                    self.session_closes.inc(Some(Reason::from(*loss)));
                 }
                 self.last_check = now();
             }

@@ -10,7 +10,7 @@ use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use tokio::time::Instant;
 
 use crate::config::Settings;
-use crate::state::verdict::Reason;
+use crate::state::Loss;
 use crate::transport::Era;
 use crate::transport::tls::PeerCertificate;
 
@@ -21,7 +21,7 @@ pub(super) struct Reconnect {
     max: Duration,
     reset_after: Duration,
     /// Why the last attempt or session ended (`None` before the first).
-    pub(super) after: Option<Reason>,
+    pub(super) after: Option<Loss>,
     /// The era to try first: the one the last session settled.
     pub(super) era_hint: Option<Era>,
     /// Sessions opened so far; the latest's number.
@@ -60,11 +60,11 @@ impl Reconnect {
         self.sessions
     }
 
-    /// The attempt or session ended for `reason`; a session open since
+    /// The attempt or session ended for `loss`; a session open since
     /// `opened_at` long enough starts the backoff afresh. How long to wait
     /// before the next attempt.
-    pub(super) fn ended(&mut self, reason: Reason, opened_at: Option<Instant>) -> Duration {
-        self.after = Some(reason);
+    pub(super) fn ended(&mut self, loss: Loss, opened_at: Option<Instant>) -> Duration {
+        self.after = Some(loss);
         if opened_at.is_some_and(|at| at.elapsed() >= self.reset_after) {
             self.delays = self.builder.build();
         }

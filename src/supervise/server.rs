@@ -4,7 +4,8 @@
 //! backoff when the transport dies, or when the owner judges it stuck.
 //!
 //! It never judges and never writes metrics: the owner does both, from
-//! these events. At most one probe of each kind is in flight; a tick that
+//! these events. A lost session is reported as the [`Loss`] it saw, never
+//! as a verdict's reason. At most one probe of each kind is in flight; a tick that
 //! finds the previous probe still running is reported as skipped, never
 //! stacked. Every request carries a deadline.
 
@@ -21,8 +22,7 @@ use super::reconnect::Reconnect;
 use super::schedule::{Schedule, Wake, relist_after};
 use crate::config::{ServerSpec, TransportSpec};
 use crate::probe::{self, FailureReason, Probe, ProbeOutcome};
-use crate::state::verdict::Reason;
-use crate::state::{Msg, Observation};
+use crate::state::{Loss, Msg, Observation};
 use crate::transport::tools::ToolSurface;
 use crate::transport::{BoxFuture, Connector, Credentials, LinkFailure, RequestError, Session};
 
@@ -32,7 +32,7 @@ pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// Why a probe loop ended.
 enum End {
     Shutdown,
-    Lost(Reason, String),
+    Lost(Loss, String),
 }
 
 /// One server's supervisor.
@@ -91,27 +91,27 @@ impl Supervisor {
             if let Some(c) = link.certificate(self.connector.certificate()) {
                 self.send(Observation::Certificate(c)).await;
             }
-            let (reason, opened_at) = match opened {
+            let (loss, opened_at) = match opened {
                 Err(e) => {
-                    let reason = Reason::from(e.failure);
+                    let loss = Loss::Link(e.failure);
                     let detail = e.to_string();
                     self.send(Observation::Down {
-                        reason,
+                        loss,
                         detail,
                         was_open: false,
                     })
                     .await;
-                    (reason, None)
+                    (loss, None)
                 }
                 Ok(session) => {
                     let number = link.opened(session.remembered_era());
                     match self.session(session, started, number).await {
-                        Some((reason, opened_at)) => (reason, Some(opened_at)),
+                        Some((loss, opened_at)) => (loss, Some(opened_at)),
                         None => break,
                     }
                 }
             };
-            let delay = link.ended(reason, opened_at);
+            let delay = link.ended(loss, opened_at);
             debug!(
                 delay_ms = delay.as_millis() as u64,
                 "reconnecting after backoff"
@@ -132,7 +132,7 @@ impl Supervisor {
         session: Box<dyn Session>,
         started: Instant,
         number: u64,
-    ) -> Option<(Reason, Instant)> {
+    ) -> Option<(Loss, Instant)> {
         let (ttl, runs) = self.opened(session.as_ref(), started).await;
         let opened_at = Instant::now();
         let relist = relist_after(ttl, &self.spec.settings);
@@ -145,14 +145,14 @@ impl Supervisor {
                 self.send(Observation::Closed).await;
                 None
             }
-            End::Lost(reason, detail) => {
+            End::Lost(loss, detail) => {
                 self.send(Observation::Down {
-                    reason,
+                    loss,
                     detail,
                     was_open: true,
                 })
                 .await;
-                Some((reason, opened_at))
+                Some((loss, opened_at))
             }
         }
     }
@@ -268,7 +268,7 @@ impl Supervisor {
         let stuck = stuck_signal(self.stuck.clone(), number);
         tokio::select! {
             () = self.cancel.cancelled() => End::Shutdown,
-            exit = session.gone() => End::Lost(Reason::from(session.death()), exit),
+            exit = session.gone() => End::Lost(Loss::Link(session.death()), exit),
             judged = stuck => stuck_end(judged, &self.spec.settings),
         }
     }
@@ -309,7 +309,9 @@ impl Supervisor {
         {
             self.evidence(session).await;
         }
-        let lost = outcome.link_lost().then(|| refusal(&outcome));
+        let lost = (outcome.result.as_ref().err())
+            .filter(|f| f.link_lost)
+            .map(|f| f.reason);
         let detail = match (&outcome.result, what) {
             (Ok(_), _) => String::new(),
             (Err(f), None) => f.detail.clone(),
@@ -321,8 +323,7 @@ impl Supervisor {
             }
         };
         self.send(Observation::Probe { outcome, was_late }).await;
-        let refused = lost?;
-        Some(link_lost(session, detail, refused).await)
+        Some(link_lost(session, lost?, detail).await)
     }
 
     /// Report a credentials change (an OAuth token refreshed or lost).
@@ -365,7 +366,7 @@ impl Supervisor {
     async fn watch(&self, session: &dyn Session) -> Option<End> {
         if let Some(v) = session.violation() {
             let detail = "the server broke the session's limits".to_owned();
-            return Some(End::Lost(Reason::from(v), detail));
+            return Some(End::Lost(Loss::Link(v), detail));
         }
         self.evidence(session).await;
         None
@@ -392,7 +393,7 @@ fn stuck_end(judged: bool, s: &crate::config::Settings) -> End {
         return End::Shutdown;
     }
     let detail = format!("no answer or sign of life for {:?}", s.stuck_after.0);
-    End::Lost(Reason::Stuck, detail)
+    End::Lost(Loss::Stuck, detail)
 }
 
 /// Resolves `true` when the owner judges session `number` stuck, `false`
@@ -413,27 +414,15 @@ async fn stuck_signal(mut rx: tokio::sync::watch::Receiver<u64>, number: u64) ->
 /// stderr: «…»").
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 
-/// The verdict reason of a probe refused for its credentials: the session
-/// ends on it, and the refusal (not the transport) is why.
-fn refusal(o: &ProbeOutcome) -> Option<Reason> {
-    match o.result.as_ref().err()?.reason {
-        FailureReason::Unauthenticated => Some(Reason::Unauthenticated),
-        FailureReason::Forbidden => Some(Reason::Forbidden),
-        _ => None,
-    }
-}
-
-/// A probe saw the link die: why, in the words of the process's exit
-/// when it exited (waiting a moment for it), else of the transport.
-async fn link_lost(session: &dyn Session, detail: String, refused: Option<Reason>) -> End {
-    if let Some(reason) = refused {
-        return End::Lost(reason, detail);
-    }
-    let death = session.death();
-    if death == LinkFailure::Exited
+/// A probe's `failure` ended the link: in the words of the process's exit
+/// when it exited (waiting a moment for it), else the probe's failure and
+/// the transport's account of the link, both as they are.
+async fn link_lost(session: &dyn Session, failure: FailureReason, detail: String) -> End {
+    let link = session.death();
+    if link == LinkFailure::Exited
         && let Ok(exit) = tokio::time::timeout(EXIT_GRACE, session.gone()).await
     {
-        return End::Lost(Reason::Exited, exit);
+        return End::Lost(Loss::Link(link), exit);
     }
-    End::Lost(Reason::from(death), detail)
+    End::Lost(Loss::Probe { failure, link }, detail)
 }

@@ -186,3 +186,24 @@ fn the_probe_loop_has_at_most_five_arms_and_names_no_probe_kind() {
         Some(2)
     );
 }
+
+/// The supervisors report and never judge: a lost session goes to the
+/// owner as the failure it was (`state::Loss`), and what it means for the
+/// verdict is said in one place in the state layer.
+#[test]
+fn no_supervisor_picks_a_verdict_reason() {
+    let files = sources();
+    let supervise: Vec<_> = (files.iter())
+        .filter(|f| f.rel.starts_with("supervise"))
+        .filter(|f| !f.rel.to_string_lossy().ends_with("tests.rs"))
+        .collect();
+    assert!(supervise.len() >= 3, "the supervise module was not found");
+    for f in supervise {
+        let code = f.code.replace("FailureReason", "");
+        assert!(
+            !code.contains("Reason"),
+            "{} names the verdict's Reason",
+            f.rel.display()
+        );
+    }
+}
