@@ -29,15 +29,13 @@ pub mod sse_events;
 pub mod tls;
 pub mod tools;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 pub use rmcp::model::CallToolResult;
 use serde::Serialize;
 
 /// A boxed future, as the object-safe [`Session`] trait returns them.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use futures::future::BoxFuture;
 
 /// The protocol era a session speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
