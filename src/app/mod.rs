@@ -1,9 +1,11 @@
 //! The application: the one entry point `main` and the tests share. It
 //! wires the layers together (the state owner, the supervisors, discovery,
-//! the web server), then runs the main loop: reloads (SIGHUP,
-//! `POST /-/reload`, the file watch), discovery updates and shutdown.
+//! the web server) into a running service, then runs the main loop:
+//! reloads (SIGHUP, `POST /-/reload`, the file watch; [`reload`]),
+//! discovery updates and shutdown.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +22,8 @@ use crate::output::{router, web};
 use crate::state::Snapshot;
 use crate::supervise::{CLOSE_GRACE, Supervisors};
 use crate::{discovery, redact, state, supervise};
+
+mod reload;
 
 /// The build's source revision, when the build environment names it.
 pub const REVISION: &str = match option_env!("MCPMON_REVISION") {
@@ -61,6 +65,7 @@ pub fn http_client() -> Result<reqwest::Client, reqwest::Error> {
 }
 
 use crate::output::lifecycle::ReloadRequest;
+use reload::Triggers;
 
 /// How the service runs besides its config and listener.
 #[derive(Default)]
@@ -120,99 +125,187 @@ pub async fn run_with(
     shutdown: impl Future<Output = ()>,
     mut options: Options,
 ) -> Result<(), RunError> {
-    let metrics = Arc::new(Metrics::new(REVISION, options.exposition)?);
-    metrics.record_reload(true);
-    redact::set_secrets(config.secrets());
-    let http = http_client()?;
-    let cancel = CancellationToken::new();
-    let (fleet_tx, fleet_rx) = mpsc::channel(4096);
-    let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
-    let shard = options.shard;
-    let otlp = (options.otlp.as_ref())
-        .map(|cfg| Otlp::start(cfg, &snap_rx, metrics.otlp.clone()).map(Arc::new))
-        .transpose()?;
-    let mut fleet_task = start_owner(
-        &config,
-        shard,
-        (fleet_rx, &fleet_tx),
-        snap_tx,
-        (otlp.clone(), options.owner_abort.take()),
-        &cancel,
-    );
-    let handshakes = options
-        .handshakes
-        .unwrap_or_else(supervise::default_handshakes);
-    let supervisors =
-        Supervisors::new(http, fleet_tx.clone(), cancel.child_token()).with_handshakes(handshakes);
-    let (sd_tx, mut sd_rx) = mpsc::channel::<discovery::Update>(64);
-    let path = config.path.clone();
-    let own_addresses = own_addresses(&listener, &options.extra_listeners);
-    metrics.set_shard(shard.index, shard.count);
-    let (sd_cancel, fleet_sender) = (cancel.child_token(), fleet_tx.clone());
-    let mut fleet = Fleet::start(
-        config,
-        supervisors,
-        shard,
-        fleet_sender,
-        sd_tx,
-        sd_cancel,
-        own_addresses,
-    )
-    .await;
-    let (reload_tx, reload_rx) = mpsc::channel::<ReloadRequest>(8);
-    let api = router::AppState {
-        fleet: snap_rx,
-        metrics: metrics.clone(),
-        reload: options.enable_lifecycle.then_some(reload_tx),
-        renders: Default::default(),
-        telemetry_path: options.telemetry_path(),
-        shard,
-    };
-    let mut web = WebTasks::start(listener, &mut options, api, &cancel);
-    let mut triggers = Triggers::new(&path, reload_rx, &mut options);
+    let mut service = Service::start(config, listener, &mut options).await?;
     tokio::pin!(shutdown);
     loop {
-        let (request, bytes) = tokio::select! {
-            _ = &mut shutdown => {
-                tracing::info!("shutting down");
-                break;
+        match service.next(shutdown.as_mut()).await {
+            Woke::Shutdown => break,
+            Woke::Ended(result) => return service.abandon(result).await,
+            Woke::Discovered(first) => service.discovered(first).await,
+            Woke::Reload(request, bytes) => {
+                let bytes = service.triggers.bytes(bytes, &options.web).await;
+                let outcome = service.reload(bytes).await;
+                if let Some(reply) = request.reply {
+                    let _ = reply.send(outcome);
+                }
             }
-            r = &mut web.main => {
-                cancel.cancel();
-                fleet.supervisors.stop_all(SHUTDOWN_DEADLINE).await;
-                return served(r);
-            }
-            // Before shutdown the owner never ends: if it does, every
-            // verdict is gone, and the process must not read healthy.
-            ended = &mut fleet_task => {
-                cancel.cancel();
-                fleet.supervisors.stop_all(SHUTDOWN_DEADLINE).await;
-                return Err(RunError::ended("state owner", ended));
-            }
-            Some(update) = sd_rx.recv() => {
-                fleet.discovered(waiting(update, &mut sd_rx)).await;
-                continue;
-            }
-            // (A poll that found nothing must not disable this branch.)
-            trigger = triggers.next() => match trigger {
-                Some(trigger) => trigger,
-                None => continue,
-            },
-        };
-        let bytes = triggers.bytes(bytes, &options.web).await;
-        let outcome = reload(&path, bytes, &mut fleet, &fleet_tx, &metrics).await;
-        if let Some(reply) = request.reply {
-            let _ = reply.send(outcome);
         }
     }
-    // Stop probing and close every session, within a deadline.
-    let deadline = SHUTDOWN_DEADLINE.max(CLOSE_GRACE * 4);
-    fleet.supervisors.stop_all(deadline).await;
-    cancel.cancel();
-    owner_stopped(fleet_task, otlp).await;
-    web.stopped().await;
-    tracing::info!("stopped");
+    service.stop().await;
     Ok(())
+}
+
+/// What the main loop woke for.
+enum Woke {
+    /// Shutdown was asked for.
+    Shutdown,
+    /// A task the service cannot run without ended: the run's result.
+    Ended(Result<(), RunError>),
+    /// Discovery has news (this, and whatever waits behind it).
+    Discovered(discovery::Update),
+    /// A reload was asked for, with the file's bytes when its change asked.
+    Reload(ReloadRequest, Option<Vec<u8>>),
+}
+
+/// The running service: the state owner, the fleet's supervisors and
+/// discovery, the web servers and the reload triggers, wired together.
+struct Service {
+    metrics: Arc<Metrics>,
+    cancel: CancellationToken,
+    owner: tokio::task::JoinHandle<()>,
+    otlp: Option<Arc<Otlp>>,
+    fleet: Fleet,
+    fleet_tx: mpsc::Sender<state::Msg>,
+    discovery: mpsc::Receiver<discovery::Update>,
+    web: WebTasks,
+    triggers: Triggers,
+}
+
+impl Service {
+    /// Start every part, the owner first so no observation is lost.
+    async fn start(
+        config: Config,
+        listener: TcpListener,
+        options: &mut Options,
+    ) -> Result<Service, RunError> {
+        let metrics = Arc::new(Metrics::new(REVISION, options.exposition)?);
+        metrics.record_reload(true);
+        redact::set_secrets(config.secrets());
+        let http = http_client()?;
+        let cancel = CancellationToken::new();
+        let (fleet_tx, fleet_rx) = mpsc::channel(4096);
+        let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
+        let shard = options.shard;
+        let otlp = start_otlp(options.otlp.as_ref(), &snap_rx, &metrics)?;
+        let owner = start_owner(
+            &config,
+            shard,
+            (fleet_rx, &fleet_tx),
+            snap_tx,
+            (otlp.clone(), options.owner_abort.take()),
+            &cancel,
+        );
+        let handshakes = (options.handshakes).unwrap_or_else(supervise::default_handshakes);
+        let supervisors = Supervisors::new(http, fleet_tx.clone(), cancel.child_token())
+            .with_handshakes(handshakes);
+        let (sd_tx, discovery) = mpsc::channel::<discovery::Update>(64);
+        let path = config.path.clone();
+        let own = own_addresses(&listener, &options.extra_listeners);
+        metrics.set_shard(shard.index, shard.count);
+        let (sd_cancel, fleet_sender) = (cancel.child_token(), fleet_tx.clone());
+        let fleet = Fleet::start(
+            config,
+            supervisors,
+            shard,
+            fleet_sender,
+            sd_tx,
+            sd_cancel,
+            own,
+        )
+        .await;
+        let (reload_tx, reload_rx) = mpsc::channel::<ReloadRequest>(8);
+        let api = router::AppState {
+            fleet: snap_rx,
+            metrics: metrics.clone(),
+            reload: options.enable_lifecycle.then_some(reload_tx),
+            renders: Default::default(),
+            telemetry_path: options.telemetry_path(),
+            shard,
+        };
+        let web = WebTasks::start(listener, options, api, &cancel);
+        let triggers = Triggers::new(&path, reload_rx, options);
+        Ok(Service {
+            metrics,
+            cancel,
+            owner,
+            otlp,
+            fleet,
+            fleet_tx,
+            discovery,
+            web,
+            triggers,
+        })
+    }
+
+    /// Wait for what the main loop acts on.
+    async fn next(&mut self, mut shutdown: Pin<&mut impl Future<Output = ()>>) -> Woke {
+        loop {
+            let woke = tokio::select! {
+                _ = shutdown.as_mut() => Some(Woke::Shutdown),
+                r = &mut self.web.main => Some(Woke::Ended(served(r))),
+                // Before shutdown the owner never ends: if it does, every
+                // verdict is gone, and the process must not read healthy.
+                ended = &mut self.owner => {
+                    Some(Woke::Ended(Err(RunError::ended("state owner", ended))))
+                }
+                Some(update) = self.discovery.recv() => Some(Woke::Discovered(update)),
+                // A poll that found nothing to apply waits on.
+                trigger = self.triggers.next() => trigger.map(|(r, bytes)| Woke::Reload(r, bytes)),
+            };
+            if let Some(woke) = woke {
+                return woke;
+            }
+        }
+    }
+
+    /// Apply discovery's news: `first` and every update behind it, as one change.
+    async fn discovered(&mut self, first: discovery::Update) {
+        let updates = waiting(first, &mut self.discovery);
+        self.fleet.discovered(updates).await;
+    }
+
+    /// Reload from `bytes`: the diff applied, or why the file was refused.
+    async fn reload(&mut self, bytes: std::io::Result<Vec<u8>>) -> Result<config::Diff, String> {
+        let path = self.fleet.config.path.clone();
+        let (fleet, metrics) = (&self.fleet_tx, &self.metrics);
+        reload::reload(&path, bytes, &mut self.fleet, fleet, metrics).await
+    }
+
+    /// An essential task ended with `result`: stop probing, and end the run so.
+    async fn abandon(mut self, result: Result<(), RunError>) -> Result<(), RunError> {
+        self.cancel.cancel();
+        self.fleet.supervisors.stop_all(SHUTDOWN_DEADLINE).await;
+        result
+    }
+
+    /// Stop probing and close every session within a deadline, then let
+    /// the owner, the OTLP push and the web servers finish.
+    async fn stop(mut self) {
+        tracing::info!("shutting down");
+        let deadline = SHUTDOWN_DEADLINE.max(CLOSE_GRACE * 4);
+        self.fleet.supervisors.stop_all(deadline).await;
+        self.cancel.cancel();
+        owner_stopped(self.owner, self.otlp).await;
+        self.web.stopped().await;
+        tracing::info!("stopped");
+    }
+}
+
+/// Start the OTLP push when it is configured; probes then sample their
+/// traces at the share its spans keep.
+fn start_otlp(
+    cfg: Option<&crate::output::otlp::OtlpConfig>,
+    snapshots: &watch::Receiver<Arc<Snapshot>>,
+    metrics: &Metrics,
+) -> Result<Option<Arc<Otlp>>, RunError> {
+    let Some(cfg) = cfg else {
+        return Ok(None);
+    };
+    let otlp = Otlp::start(cfg, snapshots, metrics.otlp.clone())?;
+    if cfg.traces_endpoint.is_some() {
+        crate::probe::trace::set_sample_ratio(cfg.sample_ratio);
+    }
+    Ok(Some(Arc::new(otlp)))
 }
 
 /// Wait for the owner to stop, then push what the OTLP export has left
@@ -354,129 +447,6 @@ impl WebTasks {
         };
         if tokio::time::timeout(CLOSE_GRACE, all).await.is_err() {
             tracing::warn!("web server did not stop in time");
-        }
-    }
-}
-
-/// What asks for a reload: `POST /-/reload`, SIGHUP, and the file's own
-/// changes when `--config.auto-reload` is set.
-struct Triggers {
-    api: mpsc::Receiver<ReloadRequest>,
-    external: Option<mpsc::Receiver<ReloadRequest>>,
-    auto: Option<tokio::time::Interval>,
-    file: config::watch::FileWatch,
-}
-
-impl Triggers {
-    fn new(
-        path: &std::path::Path,
-        api: mpsc::Receiver<ReloadRequest>,
-        options: &mut Options,
-    ) -> Self {
-        let auto = options.auto_reload.map(|every| {
-            let mut t = tokio::time::interval(every);
-            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            t
-        });
-        Triggers {
-            api,
-            external: options.reload.take(),
-            auto,
-            file: config::watch::FileWatch::new(path),
-        }
-    }
-
-    /// The next reload asked for, with the file's bytes when its own change
-    /// asked (else it is read then); `None` when a poll found nothing to
-    /// apply. Cancel-safe: each branch is.
-    async fn next(&mut self) -> Option<(ReloadRequest, Option<Vec<u8>>)> {
-        tokio::select! {
-            Some(req) = self.api.recv() => Some((req, None)),
-            Some(req) = async { self.external.as_mut()?.recv().await }, if self.external.is_some() => Some((req, None)),
-            Some(()) = async { self.auto.as_mut()?.tick().await; Some(()) }, if self.auto.is_some() => {
-                let bytes = self.file.poll()?;
-                tracing::info!(config = %self.file.path().display(), "config file changed");
-                Some((ReloadRequest { reply: None }, Some(bytes)))
-            }
-            // Nothing left that could ask (no lifecycle API, no SIGHUP, no
-            // watch): never resolve, rather than end the select.
-            else => std::future::pending().await,
-        }
-    }
-
-    /// The bytes to parse: those a file change brought, or the file read
-    /// now. An explicit reload (SIGHUP, /-/reload) covers the web config
-    /// too; its file changes are also noticed by the web server itself.
-    async fn bytes(
-        &mut self,
-        changed: Option<Vec<u8>>,
-        web: &web::Web,
-    ) -> std::io::Result<Vec<u8>> {
-        let bytes = match changed {
-            Some(b) => Ok(b),
-            None => {
-                reload_web(web).await;
-                std::fs::read(self.file.path())
-            }
-        };
-        self.file.parsing(&bytes);
-        bytes
-    }
-}
-
-/// Load the web config file again, keeping the running one on error.
-async fn reload_web(web: &web::Web) {
-    let web = web.clone();
-    match tokio::task::spawn_blocking(move || web.reload()).await {
-        Ok(Ok(true)) => tracing::info!("web config reloaded"),
-        Ok(Ok(false)) => {}
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "web config reload rejected; the running one stays")
-        }
-        Err(e) => tracing::error!(error = %e, "web config reload failed"),
-    }
-}
-
-/// Validate the file in full, then apply it as a diff; an invalid file
-/// changes nothing.
-async fn reload(
-    path: &std::path::Path,
-    bytes: std::io::Result<Vec<u8>>,
-    running: &mut Fleet,
-    fleet: &mpsc::Sender<state::Msg>,
-    metrics: &Metrics,
-) -> Result<config::Diff, String> {
-    let parsed = match bytes {
-        Err(e) => Err(config::ConfigErrors(vec![config::ConfigError {
-            file: path.to_owned(),
-            line: 0,
-            column: 0,
-            message: format!("cannot read config file: {e}"),
-        }])),
-        Ok(b) => config::parse(path, &String::from_utf8_lossy(&b), &|name| {
-            std::env::var(name).ok()
-        }),
-    };
-    match parsed {
-        Err(errors) => {
-            metrics.record_reload(false);
-            let errors = redact::redact(&errors.to_string()).into_owned();
-            tracing::error!(config = %path.display(), errors = %errors, "reload rejected; the running configuration stays in force");
-            Err(errors)
-        }
-        Ok(new) => {
-            for w in &new.warnings {
-                tracing::warn!(warning = %w, "risky configuration");
-            }
-            if new.fleet != running.config.fleet {
-                let _ = fleet.send(state::Msg::Policy(new.fleet.clone())).await;
-            }
-            let windows = Arc::from(new.maintenance.clone());
-            let _ = fleet.send(state::Msg::Maintenance(windows)).await;
-            let diff = running.reload(new).await;
-            metrics.record_reload(true);
-            diff.log("configuration reloaded");
-            Ok(diff)
         }
     }
 }

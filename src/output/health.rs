@@ -12,9 +12,8 @@ use tokio::sync::watch;
 use super::render::{Renders, off_worker};
 use crate::discovery::Shard;
 use crate::state::Snapshot;
-use crate::state::snapshot::{ServerStatus, rfc3339};
+use crate::state::snapshot::{Era, ServerStatus, TaskSeen, rfc3339};
 use crate::state::verdict::{Reason, State as Verdict};
-use crate::transport::Era;
 
 /// One server as the health endpoints show it.
 #[derive(Serialize)]
@@ -57,7 +56,7 @@ struct ServerView<'a> {
     tools_invalid: Vec<InvalidTool<'a>>,
     /// Each task probe's latest task: the busy evidence while one works.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    tasks: &'a [crate::probe::task::TaskSeen],
+    tasks: &'a [TaskSeen],
 }
 
 /// The last change of a server's state.

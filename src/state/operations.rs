@@ -3,13 +3,14 @@
 //! from: the sink's histograms count what `/metrics` counts, and its spans
 //! are the probes the series describe. The sink is called on the owner's
 //! task, so it must only record (into an aggregator, or onto a bounded
-//! queue), never wait.
+//! queue), never wait. What a sink reads of a probe is read off its
+//! outcome here, in the conventions' terms, so no sink needs a probe type.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::snapshot::ServerStatus;
 use crate::config::{ServerSpec, TransportSpec};
-use crate::probe::ProbeOutcome;
+use crate::probe::{FailureReason, ProbeKind, ProbeOutcome};
 
 /// The network peer of an HTTP server: the conventions' `server.address`
 /// and `server.port`.
@@ -34,17 +35,78 @@ impl Peer {
     }
 }
 
-/// One probe as the sink sees it.
+/// One probe as the sink sees it, named as the MCP conventions name it.
 #[derive(Debug)]
 pub struct Operation<'a> {
     /// The server's status after the probe was judged.
     pub status: &'a ServerStatus,
     /// Its peer, for HTTP servers.
     pub peer: Option<&'a Peer>,
-    /// The health tool's name (a health check's `gen_ai.tool.name`).
-    pub health_tool: &'a str,
-    /// What the probe found.
-    pub outcome: &'a ProbeOutcome,
+    /// The MCP method it sent: `mcp.method.name`.
+    pub method: &'static str,
+    /// The tool it called (a tool probe's, or the health tool):
+    /// `gen_ai.tool.name`.
+    pub tool: Option<&'a str>,
+    /// `error.type`: the JSON-RPC code of an error answer, else mcpmon's
+    /// bounded failure reason (`tool_error` for `isError: true`).
+    pub error_type: Option<String>,
+    /// The bounded failure reason, if it failed.
+    pub failure: Option<&'static str>,
+    /// From sending to its end.
+    pub duration: Duration,
+    /// The trace it sent, when sampled: its span's ids.
+    pub span: Option<SpanIds<'a>>,
+}
+
+/// A sampled probe's span: the ids its `traceparent` carried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpanIds<'a> {
+    /// 32 lowercase hex digits.
+    pub trace_id: &'a str,
+    /// 16 lowercase hex digits.
+    pub span_id: &'a str,
+    /// When the probe started.
+    pub started: SystemTime,
+}
+
+impl<'a> Operation<'a> {
+    /// `outcome`, a probe of the server in `status` (whose health tool is
+    /// `health_tool`), as a sink sees it.
+    pub fn of(
+        status: &'a ServerStatus,
+        peer: Option<&'a Peer>,
+        health_tool: &'a str,
+        outcome: &'a ProbeOutcome,
+    ) -> Self {
+        let failure = outcome.failure();
+        let code = outcome.result.as_ref().err().and_then(|f| f.code);
+        let error_type = failure.map(|reason| match (reason, code) {
+            (FailureReason::RpcError, Some(code)) => code.to_string(),
+            (reason, _) => reason.as_str().to_owned(),
+        });
+        let tool = match outcome.kind {
+            ProbeKind::Tool => outcome.tool.as_deref(),
+            ProbeKind::HealthCheck => Some(health_tool),
+            ProbeKind::Ping | ProbeKind::Discover | ProbeKind::Resource => None,
+        };
+        let span = (outcome.trace.as_deref())
+            .filter(|t| t.sampled)
+            .map(|t| SpanIds {
+                trace_id: &t.trace_id,
+                span_id: &t.span_id,
+                started: t.started,
+            });
+        Operation {
+            status,
+            peer,
+            method: outcome.kind.method(),
+            tool,
+            error_type,
+            failure: failure.map(FailureReason::as_str),
+            duration: outcome.duration,
+            span,
+        }
+    }
 }
 
 /// A session that ended, as the sink sees it.

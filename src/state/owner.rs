@@ -349,12 +349,9 @@ impl Told {
     fn tell(self, ops: &dyn Operations, status: &super::snapshot::ServerStatus, entry: &Entry) {
         let peer = entry.peer.as_ref();
         match self {
-            Told::Probe(outcome) => ops.operation(&Operation {
-                status,
-                peer,
-                health_tool: &entry.health_tool,
-                outcome: &outcome,
-            }),
+            Told::Probe(outcome) => {
+                ops.operation(&Operation::of(status, peer, &entry.health_tool, &outcome))
+            }
             Told::SessionEnd(duration, error) => ops.session_ended(&SessionEnd {
                 status,
                 peer,

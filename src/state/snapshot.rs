@@ -13,7 +13,12 @@ use super::series::Series;
 use super::verdict::{Reason, Reported, State};
 use crate::config::{FleetPolicy, Rejection};
 use crate::discovery::Mechanism;
-use crate::transport::{Era, ServerInfo};
+
+/// What a snapshot publishes of the layers below it, named here: outputs
+/// read these as the snapshot's own vocabulary and import nothing of the
+/// probes or the transports.
+pub use crate::probe::task::TaskSeen;
+pub use crate::transport::{Era, ServerInfo};
 
 /// Events kept per server for the timeline.
 pub const MAX_EVENTS: usize = 32;
@@ -117,7 +122,7 @@ pub struct ServerStatus {
     pub history: Arc<VecDeque<(SystemTime, State)>>,
     /// Each task probe's latest task: the busy evidence while one works.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tasks: Vec<crate::probe::task::TaskSeen>,
+    pub tasks: Vec<TaskSeen>,
 }
 
 impl ServerStatus {

@@ -166,6 +166,34 @@ fn every_import_points_down_the_layers() {
     );
 }
 
+/// The outputs render the published snapshot and nothing below it: a
+/// probe's or a transport's type reaches them only as the snapshot (or the
+/// owner's operations sink) names it, so a change down there is the state
+/// layer's to absorb, not every renderer's.
+#[test]
+fn no_output_reads_below_the_snapshot() {
+    let files = sources();
+    let outputs: Vec<_> = (files.iter())
+        .filter(|f| f.rel.starts_with("output"))
+        .collect();
+    assert!(outputs.len() >= 10, "{} output files", outputs.len());
+    let mut wrong = Vec::new();
+    for file in outputs {
+        for used in resolved_uses(&file.code, &module_of(&file.rel)) {
+            if let Some(top) = used.first()
+                && ["probe", "transport", "supervise"].contains(&top.as_str())
+            {
+                wrong.push(format!("{}: uses {}", file.rel.display(), used.join("::")));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "outputs below the snapshot:\n{}",
+        wrong.join("\n")
+    );
+}
+
 /// The module a file is: `config/validate/mod.rs` is `config::validate`,
 /// `config/sd.rs` is `config::sd`, `lib.rs` the crate itself.
 fn module_of(rel: &Path) -> Vec<String> {

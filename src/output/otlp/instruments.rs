@@ -15,7 +15,6 @@ use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Histogram, Meter};
 use tokio::sync::watch;
 
-use crate::probe::{FailureReason, ProbeKind, ProbeOutcome};
 use crate::state::Snapshot;
 use crate::state::operations::{Operation, Peer, SessionEnd};
 use crate::state::snapshot::ServerStatus;
@@ -33,22 +32,6 @@ pub const BUCKETS: [f64; 14] = [
 /// probe, and one per kind of failure it has shown.
 pub const JUDGMENT_POINTS: usize = 9;
 
-/// The MCP method a probe sends: the conventions' `mcp.method.name`.
-pub fn method(kind: ProbeKind) -> &'static str {
-    kind.method()
-}
-
-/// The conventions' `error.type`: the JSON-RPC code, `tool_error` for
-/// `isError: true`, else mcpmon's bounded failure reason.
-pub fn error_type(outcome: &ProbeOutcome) -> Option<String> {
-    let reason = outcome.failure()?;
-    let code = outcome.result.as_ref().err().and_then(|f| f.code);
-    Some(match (reason, code) {
-        (FailureReason::RpcError, Some(code)) => code.to_string(),
-        (reason, _) => reason.as_str().to_owned(),
-    })
-}
-
 /// `network.transport`: `pipe` for a child's stdio, `tcp` for HTTP.
 pub fn network_transport(status: &ServerStatus) -> &'static str {
     if status.transport == "stdio" {
@@ -58,26 +41,17 @@ pub fn network_transport(status: &ServerStatus) -> &'static str {
     }
 }
 
-/// The tool a probe called, for `gen_ai.tool.name` and the span's target.
-pub fn tool_name<'a>(op: &'a Operation<'_>) -> Option<&'a str> {
-    match op.outcome.kind {
-        ProbeKind::Tool => op.outcome.tool.as_deref(),
-        ProbeKind::HealthCheck => Some(op.health_tool),
-        ProbeKind::Ping | ProbeKind::Discover | ProbeKind::Resource => None,
-    }
-}
-
 /// The attributes of a probe, as the conventions name them.
-pub fn operation_attributes(op: &Operation<'_>, tool: Option<&str>) -> Vec<KeyValue> {
+pub fn operation_attributes(op: &Operation<'_>) -> Vec<KeyValue> {
     let mut a = vec![
-        KeyValue::new("mcp.method.name", method(op.outcome.kind)),
+        KeyValue::new("mcp.method.name", op.method),
         KeyValue::new("mcpmon.server.id", op.status.id.clone()),
     ];
-    if let Some(tool) = tool {
+    if let Some(tool) = op.tool {
         a.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
     }
-    if let Some(e) = error_type(op.outcome) {
-        a.push(KeyValue::new("error.type", e));
+    if let Some(e) = &op.error_type {
+        a.push(KeyValue::new("error.type", e.clone()));
     }
     peer_attributes(&mut a, op.status, op.peer);
     a
@@ -132,9 +106,9 @@ impl Histograms {
 
     /// Record one probe; its attributes, for its span.
     pub fn operation(&self, op: &Operation<'_>) -> Vec<KeyValue> {
-        let attributes = operation_attributes(op, tool_name(op));
+        let attributes = operation_attributes(op);
         self.operation
-            .record(op.outcome.duration.as_secs_f64(), &attributes);
+            .record(op.duration.as_secs_f64(), &attributes);
         attributes
     }
 

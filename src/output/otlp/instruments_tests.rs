@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::*;
 use crate::config::FleetPolicy;
-use crate::probe::{Failure, FailureReason};
+use crate::probe::{Failure, FailureReason, ProbeKind};
 use crate::state::operations::Operations;
 use crate::state::owner::Owner;
 use crate::state::testing::{add, answered, event, failed, opened, spec};

@@ -123,7 +123,6 @@ impl Otlp {
             Some(endpoint) => {
                 let mut exporter = span_exporter(cfg, endpoint)?;
                 opentelemetry_sdk::trace::SpanExporter::set_resource(&mut exporter, &resource);
-                crate::probe::trace::set_sample_ratio(cfg.sample_ratio);
                 let (q, t) = spans::start(
                     exporter,
                     cfg.queue_size,
@@ -174,7 +173,7 @@ impl Operations for Otlp {
     fn operation(&self, op: &Operation<'_>) {
         let attributes = self.histograms.operation(op);
         if let Some(q) = &self.spans
-            && let Some(span) = spans::span(op, instruments::tool_name(op), attributes, &self.scope)
+            && let Some(span) = spans::span(op, attributes, &self.scope)
         {
             q.push(span);
         }

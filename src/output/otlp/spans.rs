@@ -17,7 +17,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Counters;
-use super::instruments::method;
 use crate::state::operations::Operation;
 
 /// Most spans in one export request.
@@ -29,19 +28,18 @@ const LINGER: Duration = Duration::from_secs(2);
 /// trace.
 pub fn span(
     op: &Operation<'_>,
-    tool: Option<&str>,
     attributes: Vec<KeyValue>,
     scope: &InstrumentationScope,
 ) -> Option<SpanData> {
-    let trace = op.outcome.trace.as_ref().filter(|t| t.sampled)?;
-    let trace_id = TraceId::from_hex(&trace.trace_id).ok()?;
-    let span_id = SpanId::from_hex(&trace.span_id).ok()?;
-    let name = match tool {
-        Some(t) => format!("{} {t}", method(op.outcome.kind)),
-        None => method(op.outcome.kind).to_owned(),
+    let ids = op.span?;
+    let trace_id = TraceId::from_hex(ids.trace_id).ok()?;
+    let span_id = SpanId::from_hex(ids.span_id).ok()?;
+    let name = match op.tool {
+        Some(t) => format!("{} {t}", op.method),
+        None => op.method.to_owned(),
     };
-    let status = match &op.outcome.failure() {
-        Some(reason) => Status::error(reason.as_str()),
+    let status = match op.failure {
+        Some(reason) => Status::error(reason),
         None => Status::Unset,
     };
     Some(SpanData {
@@ -56,8 +54,8 @@ pub fn span(
         parent_span_is_remote: false,
         span_kind: SpanKind::Client,
         name: Cow::Owned(name),
-        start_time: trace.started,
-        end_time: trace.started + op.outcome.duration,
+        start_time: ids.started,
+        end_time: ids.started + op.duration,
         attributes,
         dropped_attributes_count: 0,
         events: SpanEvents::default(),
@@ -185,14 +183,9 @@ mod tests {
         let mut t = trace::new();
         t.sampled = true;
         outcome.trace = Some(Box::new(t.clone()));
-        let op = Operation {
-            status: &st,
-            peer: None,
-            health_tool: "health_check",
-            outcome: &outcome,
-        };
+        let op = Operation::of(&st, None, "health_check", &outcome);
         let scope = InstrumentationScope::builder("mcpmon").build();
-        let s = span(&op, Some("health_check"), vec![], &scope).expect("sampled");
+        let s = span(&op, vec![], &scope).expect("sampled");
         assert_eq!(s.span_context.trace_id().to_string(), t.trace_id);
         assert_eq!(s.span_context.span_id().to_string(), t.span_id);
         assert_eq!(s.name, "tools/call health_check");
@@ -202,10 +195,7 @@ mod tests {
 
         let mut unsampled = outcome.clone();
         unsampled.trace.as_mut().expect("trace").sampled = false;
-        let op = Operation {
-            outcome: &unsampled,
-            ..op
-        };
-        assert!(span(&op, None, vec![], &scope).is_none(), "not sampled");
+        let op = Operation::of(&st, None, "health_check", &unsampled);
+        assert!(span(&op, vec![], &scope).is_none(), "not sampled");
     }
 }
