@@ -258,7 +258,7 @@ impl Owner {
                 | Observation::Certificate(_)
         );
         let record = Arc::make_mut(record);
-        record.series.record(&obs, record.status.transport);
+        record.series.record(&obs);
         let told = self.ops.as_ref().and_then(|_| Told::of(entry, &obs, now));
         if let Some(tr) = entry.track(id, &mut record.series, obs, now) {
             record.series.state_changes += 1;
@@ -369,12 +369,10 @@ fn record_tools(
     series: &mut Series,
     surface: crate::transport::tools::ToolSurface,
 ) {
-    let invalid = surface.tools.iter().filter(|x| x.problem.is_some()).count();
     if let Some(diff) = t.tools_listed(surface) {
         series.tools_changes += 1;
         tracing::info!(server = %id, changes = %diff, "tool surface changed");
     }
-    series.tools_invalid = invalid;
 }
 
 /// The reasons a session of this transport can be rebuilt for: the link

@@ -97,19 +97,6 @@ impl<K> Default for Counters<K> {
     }
 }
 
-/// The labels of a session's `_info` series.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SessionInfo {
-    /// `stdio` or `http`.
-    pub transport: &'static str,
-    /// The revision spoken.
-    pub protocol_version: String,
-    /// The server's name for itself.
-    pub server_name: String,
-    /// Its version.
-    pub server_version: String,
-}
-
 /// One synthetic tool probe's series.
 #[derive(Clone, Debug)]
 pub struct ToolSeries {
@@ -128,14 +115,8 @@ pub struct ToolSeries {
 /// A server's counters and histograms.
 #[derive(Clone, Debug, Default)]
 pub struct Series {
-    /// The current session's `_info` labels.
-    pub info: Option<Box<SessionInfo>>,
-    /// Unix time the current session opened.
-    pub session_start: Option<f64>,
     /// Whether the current session lists the health tool.
     pub health_check_present: bool,
-    /// Unix time of the last probe result.
-    pub last_check: Option<f64>,
     /// State transitions.
     pub state_changes: u64,
     /// Probes sent, by kind.
@@ -170,8 +151,6 @@ pub struct Series {
     pub token_expiry: Option<(f64, bool)>,
     /// Tool surface changes seen (listings whose hash differed).
     pub tools_changes: u64,
-    /// Listed tools that break the spec's rules.
-    pub tools_invalid: usize,
     /// Unix time the HTTPS server's presented chain first expires.
     pub tls_cert_expiry: Option<f64>,
     /// The TLS version its latest handshake spoke.
@@ -206,26 +185,17 @@ impl Series {
         s
     }
 
-    /// Count what `obs` says, for a server reached over `transport`.
-    pub fn record(&mut self, obs: &Observation, transport: &'static str) {
-        let now = || Some(unix_now());
+    /// Count what `obs` says. (What a server is and when it was last
+    /// checked are its status's to say: the series only count.)
+    pub fn record(&mut self, obs: &Observation) {
         match obs {
             Observation::Connecting { after } => {
                 if let Some(loss) = after {
                     self.reconnects.inc(Reason::from(*loss));
                 }
             }
-            Observation::Opened {
-                info, health_check, ..
-            } => {
+            Observation::Opened { health_check, .. } => {
                 self.health_check_present = *health_check;
-                self.info = Some(Box::new(SessionInfo {
-                    transport,
-                    protocol_version: info.protocol_version.clone(),
-                    server_name: info.name.clone(),
-                    server_version: info.version.clone(),
-                }));
-                self.session_start = now();
                 // A new process counts its CPU from zero.
                 self.cpu_counted = 0.0;
             }
@@ -234,19 +204,16 @@ impl Series {
                 if *was_open {
                     self.session_closes.inc(Some(Reason::from(*loss)));
                 }
-                self.last_check = now();
             }
             Observation::Closed => self.session_closes.inc(None),
             Observation::Sent(kind) => self.probes.inc(*kind),
             Observation::Skipped(kind) => self.probes_skipped.inc(*kind),
             Observation::Late(kind, _) => {
                 self.probe_failures.inc((*kind, FailureReason::Timeout));
-                self.last_check = now();
             }
             Observation::Probe { outcome, was_late } => {
                 self.probe(outcome, *was_late);
                 self.conditions(&outcome.conditions);
-                self.last_check = now();
             }
             Observation::Checked(checked) => self.conditions(checked),
             Observation::Certificate(c) => {
@@ -363,9 +330,13 @@ impl Series {
 
 /// Seconds since the Unix epoch, for the `_timestamp_seconds` series.
 pub fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
+    unix_seconds(std::time::SystemTime::now())
+}
+
+/// `t` in seconds since the Unix epoch (0 before it), as the
+/// `_timestamp_seconds` series and OTLP's gauges give times.
+pub fn unix_seconds(t: std::time::SystemTime) -> f64 {
+    (t.duration_since(std::time::UNIX_EPOCH)).map_or(0.0, |d| d.as_secs_f64())
 }
 
 #[cfg(test)]
@@ -384,15 +355,15 @@ mod tests {
                 rss_bytes: 1,
             })
         };
-        s.record(&cpu(2500), "stdio");
-        s.record(&cpu(2000), "stdio");
+        s.record(&cpu(2500));
+        s.record(&cpu(2000));
         assert_eq!(
             s.child_cpu,
             Some(2.5),
             "a sample that went back counts nothing"
         );
-        s.record(&crate::state::testing::opened(), "stdio");
-        s.record(&cpu(1000), "stdio");
+        s.record(&crate::state::testing::opened());
+        s.record(&cpu(1000));
         assert_eq!(s.child_cpu, Some(3.5), "the new process's second is added");
     }
 }

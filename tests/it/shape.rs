@@ -151,6 +151,8 @@ fn select_arms(code: &str) -> Option<usize> {
 /// The loop that drives a session's probes knows no probe kind: a kind is
 /// a value in its schedule, so the loop has a handful of arms however many
 /// kinds there are, and stays short because there is little to do in it.
+/// The service's main loop likewise: the parts start, serve and stop in
+/// their own functions.
 #[test]
 fn the_probe_loop_has_at_most_five_arms_and_names_no_probe_kind() {
     let files = sources();
@@ -177,6 +179,12 @@ fn the_probe_loop_has_at_most_five_arms_and_names_no_probe_kind() {
         (1..=5).contains(&arms),
         "probe_loop's select! has {arms} arms"
     );
+    let app = file("app/mod.rs");
+    let (.., run_with) = functions(&app.code)
+        .into_iter()
+        .find(|(name, ..)| name == "run_with")
+        .expect("run_with");
+    assert!(run_with < 50, "run_with is {run_with} lines");
     for name in ["supervise/server.rs", "supervise/schedule.rs"] {
         let code = &file(name).code;
         assert!(!code.contains("ProbeKind::"), "{name} names a probe kind");

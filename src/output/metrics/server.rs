@@ -7,7 +7,7 @@ use super::families::Family;
 use super::text::{Float, Writer};
 use super::{Exposition, Histograms};
 use crate::state::ServerRecord;
-use crate::state::series::{Counters, Series};
+use crate::state::series::{Counters, Series, unix_seconds};
 use crate::state::verdict::State;
 
 /// The `le` bounds the small exposition keeps of liveness histograms: the
@@ -39,7 +39,7 @@ fn status(server: (&str, &str), r: &ServerRecord, w: &mut Writer) {
         );
     }
     w.sample(Family::Reason, &[("reason", st.reason.as_str()), server], 1);
-    if let Some(i) = &r.series.info {
+    if let Some(i) = &st.server_info {
         let health = if r.series.health_check_present {
             "true"
         } else {
@@ -51,9 +51,9 @@ fn status(server: (&str, &str), r: &ServerRecord, w: &mut Writer) {
                 ("health_check", health),
                 ("protocol_version", &i.protocol_version),
                 server,
-                ("server_name", &i.server_name),
-                ("server_version", &i.server_version),
-                ("transport", i.transport),
+                ("server_name", &i.name),
+                ("server_version", &i.version),
+                ("transport", st.transport),
             ],
             1,
         );
@@ -75,7 +75,11 @@ fn descriptive(server: (&str, &str), r: &ServerRecord, x: Exposition, w: &mut Wr
     let v = &r.series;
     if let (Some(n), true) = (r.status.tools, x.detail) {
         w.sample(Family::Tools, &[server], n);
-        w.sample(Family::ToolsInvalid, &[server], v.tools_invalid);
+        w.sample(
+            Family::ToolsInvalid,
+            &[server],
+            r.status.tools_invalid.len(),
+        );
     }
     // A counter nothing has moved is left out by default: it appears with
     // its first increment (what `rate()` then misses is that one event).
@@ -83,8 +87,8 @@ fn descriptive(server: (&str, &str), r: &ServerRecord, x: Exposition, w: &mut Wr
         w.sample(Family::ToolsChanges, &[server], v.tools_changes);
     }
     for (f, value, always) in [
-        (Family::SessionStart, v.session_start, false),
-        (Family::LastCheck, v.last_check, true),
+        (Family::SessionStart, time(r.status.session_started), false),
+        (Family::LastCheck, time(r.status.last_check), true),
         (Family::ChildCpu, v.child_cpu, true),
     ] {
         if let (Some(value), true) = (value, always || x.detail) {
@@ -216,4 +220,9 @@ pub fn kept(h: Histograms, f: Family) -> Option<Option<&'static [&'static str]>>
 /// The counters a render shows: all with `detail`, else those above zero.
 fn shown<K>(c: &Counters<K>, x: Exposition) -> impl Iterator<Item = &(K, u64)> {
     c.0.iter().filter(move |(_, n)| x.detail || *n > 0)
+}
+
+/// A published time as a `_timestamp_seconds` value.
+fn time(t: Option<std::time::SystemTime>) -> Option<f64> {
+    t.map(unix_seconds)
 }

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use crate::state::Snapshot;
 use crate::state::operations::{Operation, Peer, SessionEnd};
+use crate::state::series::unix_seconds;
 use crate::state::snapshot::ServerStatus;
 use crate::state::verdict::State;
 
@@ -197,10 +198,7 @@ pub fn observe_judgment(meter: &Meter, snapshots: &watch::Receiver<Arc<Snapshot>
         .with_callback(move |o| {
             e(&|st, _, a| {
                 if let Some(t) = st.last_check {
-                    let secs = t
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0.0, |d| d.as_secs_f64());
-                    o.observe(secs, a);
+                    o.observe(unix_seconds(t), a);
                 }
             })
         })
