@@ -254,7 +254,7 @@ fn server_main(s: &ServerStatus, generation: u64, now: SystemTime) -> Markup {
                 thead { tr { @for c in ["When", "What", "Reason", "Detail"] { th scope="col" { (c) } } } }
                 tbody {
                     @for e in s.events.iter().rev() {
-                        tr { td { (time(Some(e.at), now)) } td { (e.kind) } td { (e.reason.as_str()) } td { (e.detail) } }
+                        tr { td { (time(Some(e.at), now)) } td { (e.kind.as_str()) } td { (e.reason.as_str()) } td { (e.detail) } }
                     }
                 }
             }

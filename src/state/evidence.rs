@@ -16,7 +16,8 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use super::snapshot::{
-    Change, HISTORY, HISTORY_MAX, HealthCheckStatus, MAX_EVENTS, ServerStatus, TimelineEntry,
+    Change, EventKind, HISTORY, HISTORY_MAX, HealthCheckStatus, MAX_EVENTS, ServerStatus,
+    TimelineEntry,
 };
 use super::verdict::{
     Evidence, Hysteresis, Judgement, Link, Outcome, Reason, Reported, State, Thresholds,
@@ -139,7 +140,7 @@ impl Tracker {
             .map(|before| surface.diff(before));
         if let Some(d) = &diff {
             let detail = format!("tools changed: {d}");
-            self.push_event("tools_changed", self.status.reason, detail);
+            self.push_event(EventKind::ToolsChanged, self.status.reason, detail);
         }
         self.status.tools = Some(surface.tools.len());
         self.status.tools_hash = Some(surface.hash.clone());
@@ -191,7 +192,7 @@ impl Tracker {
             "{} {} speaking {} ({:?} era)",
             info.name, info.version, info.protocol_version, era
         );
-        self.push_event("session_opened", Reason::Ok, detail);
+        self.push_event(EventKind::SessionOpened, Reason::Ok, detail);
         self.evaluate(now)
     }
 
@@ -207,9 +208,9 @@ impl Tracker {
     pub fn link_down(&mut self, reason: Reason, detail: &str, now: Instant) -> Option<Transition> {
         let detail = self.scrub(detail);
         let kind = if self.link == Link::Up {
-            "session_closed"
+            EventKind::SessionClosed
         } else {
-            "connect_failed"
+            EventKind::ConnectFailed
         };
         if self.link == Link::Up {
             self.status.session_ended = Some(SystemTime::now());
@@ -540,7 +541,7 @@ impl Tracker {
             }
             let detail = self.status.detail.clone();
             self.push_event(
-                "state_changed",
+                EventKind::StateChanged,
                 t.reason,
                 format!(
                     "{} -> {}{}{}",
@@ -554,7 +555,7 @@ impl Tracker {
         transition
     }
 
-    fn push_event(&mut self, kind: &'static str, reason: Reason, detail: String) {
+    fn push_event(&mut self, kind: EventKind, reason: Reason, detail: String) {
         let events = Arc::make_mut(&mut self.status.events);
         if events.len() == MAX_EVENTS {
             events.pop_front();

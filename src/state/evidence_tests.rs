@@ -30,7 +30,7 @@ fn open(t: &mut Tracker, now: Instant) -> Option<Transition> {
 }
 
 fn kinds(t: &Tracker) -> Vec<&'static str> {
-    t.status().events.iter().map(|e| e.kind).collect()
+    t.status().events.iter().map(|e| e.kind.as_str()).collect()
 }
 
 fn sample(cpu_ms: u64, state: RunState) -> ProcessSample {
@@ -119,7 +119,7 @@ fn sessions_are_counted_and_their_ends_named() {
     t.link_down(Reason::Exited, "gone", t0);
     assert_eq!(
         t.status().events.back().map(|e| e.kind),
-        Some("state_changed")
+        Some(EventKind::StateChanged)
     );
     assert!(kinds(&t).contains(&"session_closed"));
     // The lost session's fields stay, marked as the last known.
@@ -159,7 +159,7 @@ fn a_slow_handshake_is_no_liveness_answer() {
         t.status()
             .events
             .iter()
-            .filter(|e| e.kind == "state_changed")
+            .filter(|e| e.kind == EventKind::StateChanged)
             .count(),
         1,
         "unknown, then healthy, and nothing between"

@@ -23,14 +23,38 @@ pub use crate::transport::{Era, ServerInfo};
 /// Events kept per server for the timeline.
 pub const MAX_EVENTS: usize = 32;
 
+/// What a timeline entry records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum EventKind {
+    /// A session opened.
+    SessionOpened,
+    /// An open session was lost.
+    SessionClosed,
+    /// An attempt to open one failed.
+    ConnectFailed,
+    /// The published state changed.
+    StateChanged,
+    /// The tool surface differs from the last listing.
+    ToolsChanged,
+}
+
+impl EventKind {
+    /// The snake_case name, as JSON carries it.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// One entry of a server's timeline.
 #[derive(Clone, Debug, Serialize)]
 pub struct TimelineEntry {
     /// When.
     #[serde(serialize_with = "ser_time")]
     pub at: SystemTime,
-    /// What: `session_opened`, `session_closed`, `connect_failed`, `state_changed`.
-    pub kind: &'static str,
+    /// What.
+    pub kind: EventKind,
     /// Bounded reason.
     pub reason: Reason,
     /// Human-readable detail.
