@@ -465,7 +465,7 @@ mod tests {
         };
         let mut snap = Snapshot::default();
         snap.servers.insert(Arc::from("evil"), Arc::new(record));
-        snap
+        snap.counted()
     }
 
     #[test]

@@ -168,7 +168,6 @@ impl Entry {
 pub struct Owner {
     entries: HashMap<Arc<str>, Entry>,
     snap: Snapshot,
-    counts: Summary,
     expected: usize,
     ops: Option<Arc<dyn Operations>>,
     windows: Arc<[crate::config::maintenance::Window]>,
@@ -183,7 +182,6 @@ impl Owner {
                 policy,
                 ..Snapshot::default()
             },
-            counts: Summary::default(),
             expected,
             ops: None,
             windows: Arc::from(Vec::new()),
@@ -203,7 +201,7 @@ impl Owner {
             Msg::Remove(id) => {
                 self.entries.remove(&id);
                 if let Some(old) = self.snap.servers.remove(&id) {
-                    count(&mut self.counts, key(&old.status), -1);
+                    count(&mut self.snap.counts, key(&old.status), -1);
                 }
             }
             Msg::Policy(p) => self.snap.policy = p,
@@ -222,9 +220,9 @@ impl Owner {
             series: Series::new(&crate::probe::kinds(spec), &link_reasons(spec), &tools),
         };
         record.status.maintenance = maintenance(&self.windows, &record.status);
-        count(&mut self.counts, key(&record.status), 1);
+        count(&mut self.snap.counts, key(&record.status), 1);
         if let Some(old) = self.snap.servers.insert(id.clone(), Arc::new(record)) {
-            count(&mut self.counts, key(&old.status), -1);
+            count(&mut self.snap.counts, key(&old.status), -1);
         }
         self.entries.insert(
             id,
@@ -278,8 +276,8 @@ impl Owner {
             record.status.maintenance = open;
         }
         if before != key(&record.status) {
-            count(&mut self.counts, before, -1);
-            count(&mut self.counts, key(&record.status), 1);
+            count(&mut self.snap.counts, before, -1);
+            count(&mut self.snap.counts, key(&record.status), 1);
         }
         if let (Some(ops), Some(told)) = (&self.ops, told) {
             told.tell(ops.as_ref(), &record.status, entry);
@@ -291,8 +289,8 @@ impl Owner {
         if self.snap.ready {
             return false;
         }
-        let judged = self.counts.total + self.counts.maintenance >= self.expected
-            && self.counts.unknown == 0;
+        let judged = self.snap.counts.total + self.snap.counts.maintenance >= self.expected
+            && self.snap.counts.unknown == 0;
         if judged || now.saturating_duration_since(started) >= grace {
             self.snap.ready = true;
             tracing::info!(
@@ -313,7 +311,7 @@ impl Owner {
     /// Running counts per state.
     #[cfg(test)]
     pub fn counts(&self) -> &Summary {
-        &self.counts
+        &self.snap.counts
     }
 }
 

@@ -26,11 +26,13 @@ fn snap(states: &[State], policy: FleetPolicy) -> Snapshot {
         ready: true,
         generation: 1,
         discovery: Default::default(),
+        counts: Default::default(),
     }
+    .counted()
 }
 
 fn walked(o: &Owner) -> (usize, usize, usize, usize, usize) {
-    let w = o.snap.summary();
+    let w = o.snap.clone().counted().counts;
     (w.total, w.healthy, w.degraded, w.unhealthy, w.unknown)
 }
 

@@ -280,11 +280,28 @@ pub struct Snapshot {
     pub generation: u64,
     /// What discovery found.
     pub discovery: DiscoverySeries,
+    /// Servers per state, kept by the owner as each record changes (the
+    /// healthy share is left to [`Snapshot::summary`]).
+    pub counts: Summary,
 }
 
 impl Snapshot {
-    /// Counts per state.
+    /// Counts per state, and the healthy share.
     pub fn summary(&self) -> Summary {
+        let mut s = self.counts.clone();
+        s.health_percentage = if s.total == 0 {
+            100.0
+        } else {
+            // Two decimals are plenty for a percentage and keep JSON tidy.
+            (s.healthy as f64 * 10000.0 / s.total as f64).round() / 100.0
+        };
+        s
+    }
+
+    /// The counts walked from the records: what the owner's running
+    /// counts must equal, and what a snapshot built by hand starts from.
+    #[cfg(test)]
+    pub fn counted(mut self) -> Self {
         let mut s = Summary::default();
         for r in self.servers.values() {
             if r.status.maintenance.is_some() {
@@ -299,13 +316,8 @@ impl Snapshot {
                 State::Unknown => s.unknown += 1,
             }
         }
-        s.health_percentage = if s.total == 0 {
-            100.0
-        } else {
-            // Two decimals are plenty for a percentage and keep JSON tidy.
-            (s.healthy as f64 * 10000.0 / s.total as f64).round() / 100.0
-        };
-        s
+        self.counts = s;
+        self
     }
 
     /// Share (0-1) of servers available under the policy; 1 for an empty fleet.
