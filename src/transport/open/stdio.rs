@@ -234,7 +234,10 @@ pub(super) async fn open_stdio(
     // cannot go on with that process, so a fresh one speaks legacy from the
     // start, inside what is left of the same deadline. A modern one slow to
     // start may read the discover, answer it too late, and refuse the
-    // initialize after it: a fresh one is asked server/discover alone.
+    // initialize after it: a fresh one is asked server/discover alone, with
+    // a connect_timeout of its own (the first process's went on learning
+    // the era, and a fresh one starts as slowly; two at the most, and the
+    // era is remembered for the next session).
     let (failed, exited) = match (&exited, plan, failed.request) {
         (Some(child), Plan::Detect, "server/discover") => {
             let first = child.epitaph().await;
@@ -253,6 +256,7 @@ pub(super) async fn open_stdio(
         (_, Plan::Detect, "initialize") if failed.modern_only() => {
             tracing::debug!(server = %spec.id, "initialize refused by a 2026-07-28 server slow to answer server/discover; starting it again for server/discover");
             drop(exited);
+            let until = Instant::now() + spec.settings.connect_timeout.0;
             match stdio_attempt(spec, Plan::Discover, until).await? {
                 Ok(mut started) => {
                     started.opened.conclusive = true;
