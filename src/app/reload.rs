@@ -103,12 +103,7 @@ pub(super) async fn reload(
     metrics: &Metrics,
 ) -> Result<config::Diff, String> {
     let parsed = match bytes {
-        Err(e) => Err(config::ConfigErrors(vec![config::ConfigError {
-            file: path.to_owned(),
-            line: 0,
-            column: 0,
-            message: format!("cannot read config file: {e}"),
-        }])),
+        Err(e) => Err(config::ConfigErrors::unreadable(path, &e)),
         Ok(b) => config::parse(path, &String::from_utf8_lossy(&b), &|name| {
             std::env::var(name).ok()
         }),

@@ -523,6 +523,18 @@ pub struct ConfigError {
     pub message: String,
 }
 
+impl ConfigError {
+    /// A problem of `file` as a whole, at no position in it.
+    pub fn whole_file(file: &Path, message: String) -> ConfigError {
+        ConfigError {
+            file: file.to_owned(),
+            line: 0,
+            column: 0,
+            message,
+        }
+    }
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line == 0 {
@@ -543,6 +555,14 @@ impl fmt::Display for ConfigError {
 #[derive(Debug, thiserror::Error)]
 pub struct ConfigErrors(pub Vec<ConfigError>);
 
+impl ConfigErrors {
+    /// The file at `path` could not be read.
+    pub fn unreadable(path: &Path, e: &std::io::Error) -> ConfigErrors {
+        let message = format!("cannot read config file: {e}");
+        ConfigErrors(vec![ConfigError::whole_file(path, message)])
+    }
+}
+
 impl fmt::Display for ConfigErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, e) in self.0.iter().enumerate() {
@@ -557,14 +577,7 @@ impl fmt::Display for ConfigErrors {
 
 /// Read and validate a config file, expanding `${VAR}` from the process environment.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        ConfigErrors(vec![ConfigError {
-            file: path.to_owned(),
-            line: 0,
-            column: 0,
-            message: format!("cannot read config file: {e}"),
-        }])
-    })?;
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigErrors::unreadable(path, &e))?;
     parse(path, &text, &|name| std::env::var(name).ok())
 }
 

@@ -275,12 +275,7 @@ fn validate(
     own: &[SocketAddr],
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Entries, ConfigError> {
-    let text = doc.text.as_ref().map_err(|e| ConfigError {
-        file: doc.origin.clone(),
-        line: 0,
-        column: 0,
-        message: e.clone(),
-    })?;
+    let text = (doc.text.as_ref()).map_err(|e| ConfigError::whole_file(&doc.origin, e.clone()))?;
     // Relative paths in a file are read from that file's directory.
     let base = match source {
         Source::File(_) => doc.origin.parent().unwrap_or(base),

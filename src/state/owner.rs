@@ -315,7 +315,6 @@ impl Owner {
     }
 }
 
-/// The probe kinds a server will run, so their counters exist from the start.
 /// What an observation tells the operations sink, taken before the
 /// tracker consumes it and told once the status is judged.
 enum Told {

@@ -221,12 +221,7 @@ fn name_hash(name: &str) -> u64 {
 /// The kept records (a [`Kept`] as JSON) as entries, with the servers
 /// that need configuration or were skipped as too large.
 pub fn as_entries(origin: &Path, text: &str) -> Result<Translated, ConfigError> {
-    let at = |message: String| ConfigError {
-        file: origin.to_owned(),
-        line: 0,
-        column: 0,
-        message,
-    };
+    let at = |message: String| ConfigError::whole_file(origin, message);
     let kept: Kept =
         serde_json::from_str(text).map_err(|e| at(format!("registry records: {e}")))?;
     let mut json = String::from("[\n");
