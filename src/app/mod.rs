@@ -16,12 +16,14 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{self, Config};
 use crate::discovery::Shard;
 use crate::fleet::Fleet;
+use crate::output::lifecycle::ReloadRequest;
 use crate::output::metrics::Metrics;
 use crate::output::otlp::Otlp;
 use crate::output::{router, web};
 use crate::state::Snapshot;
-use crate::supervise::{CLOSE_GRACE, Supervisors};
+use crate::supervise::{CLOSE_GRACE, SHUTDOWN_DEADLINE, Supervisors};
 use crate::{discovery, redact, state, supervise};
+use reload::Triggers;
 
 mod reload;
 
@@ -30,8 +32,6 @@ pub const REVISION: &str = match option_env!("MCPMON_REVISION") {
     Some(r) => r,
     None => "unknown",
 };
-
-use crate::supervise::SHUTDOWN_DEADLINE;
 
 /// Failures of the service itself (not of monitored servers).
 #[derive(Debug, thiserror::Error)]
@@ -63,9 +63,6 @@ pub enum RunError {
 pub fn http_client() -> Result<reqwest::Client, reqwest::Error> {
     crate::transport::http_client_builder().build()
 }
-
-use crate::output::lifecycle::ReloadRequest;
-use reload::Triggers;
 
 /// How the service runs besides its config and listener.
 #[derive(Default)]
@@ -132,13 +129,7 @@ pub async fn run_with(
             Woke::Shutdown => break,
             Woke::Ended(result) => return service.abandon(result).await,
             Woke::Discovered(first) => service.discovered(first).await,
-            Woke::Reload(request, bytes) => {
-                let bytes = service.triggers.bytes(bytes, &options.web).await;
-                let outcome = service.reload(bytes).await;
-                if let Some(reply) = request.reply {
-                    let _ = reply.send(outcome);
-                }
-            }
+            Woke::Reload(request, bytes) => service.reload(request, bytes, &options.web).await,
         }
     }
     service.stop().await;
@@ -264,11 +255,16 @@ impl Service {
         self.fleet.discovered(updates).await;
     }
 
-    /// Reload from `bytes`: the diff applied, or why the file was refused.
-    async fn reload(&mut self, bytes: std::io::Result<Vec<u8>>) -> Result<config::Diff, String> {
+    /// Reload from the file (or the `changed` bytes its watch brought),
+    /// and answer `request`: the diff applied, or why the file was refused.
+    async fn reload(&mut self, request: ReloadRequest, changed: Option<Vec<u8>>, web: &web::Web) {
+        let bytes = self.triggers.bytes(changed, web).await;
         let path = self.fleet.config.path.clone();
         let (fleet, metrics) = (&self.fleet_tx, &self.metrics);
-        reload::reload(&path, bytes, &mut self.fleet, fleet, metrics).await
+        let outcome = reload::reload(&path, bytes, &mut self.fleet, fleet, metrics).await;
+        if let Some(reply) = request.reply {
+            let _ = reply.send(outcome);
+        }
     }
 
     /// An essential task ended with `result`: stop probing, and end the run so.
