@@ -9,7 +9,8 @@ use tokio::time::Instant;
 
 use serde::Serialize;
 
-use crate::config::{ServerSpec, TaskMode, ToolProbe};
+use crate::config::ServerSpec;
+use crate::config::probes::{TaskMode, ToolProbe};
 use crate::probe::health_check::HealthReport;
 use crate::probe::{self, Answer};
 use crate::state::evidence::Tracker;

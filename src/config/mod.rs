@@ -18,7 +18,7 @@ mod sd;
 mod validate;
 pub mod watch;
 
-pub use validate::resources::ResourceProbe;
+pub use validate::probes;
 
 pub use diff::Diff;
 pub use duration::{Dur, MAX_DURATION, parse_duration};
@@ -254,40 +254,6 @@ impl Default for FleetPolicy {
     }
 }
 
-/// A synthetic tool call made on a schedule.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolProbe {
-    /// Tool name (a config value, so safe as a label).
-    pub tool: String,
-    /// Its arguments.
-    pub arguments: serde_json::Map<String, serde_json::Value>,
-    /// How often it is called; an overdue call is skipped, never stacked.
-    pub interval: Duration,
-    /// Deadline without progress; each progress notification resets it.
-    pub request_timeout: Duration,
-    /// Deadline that progress never extends.
-    pub max_request_timeout: Duration,
-    /// What its answer must satisfy.
-    pub conditions: Vec<condition::Condition>,
-    /// Whether it is called as a task.
-    pub task: TaskMode,
-}
-
-/// Whether a tool probe is called as a task (the 2025-11-25 experimental
-/// tasks, or the 2026-07-28 tasks extension), polled to its end.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TaskMode {
-    /// When the tool's listing says it supports tasks
-    /// (`execution.taskSupport` `optional` or `required`).
-    #[default]
-    Auto,
-    /// Always, whatever the listing says.
-    Always,
-    /// Only when the tool requires it (`taskSupport: required`).
-    Never,
-}
-
 /// How to reach one server.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TransportSpec {
@@ -388,10 +354,8 @@ pub struct ServerSpec {
     pub settings: Settings,
     /// Which era to speak.
     pub protocol: Protocol,
-    /// Synthetic tool calls.
-    pub tool_probes: Vec<ToolProbe>,
-    /// Synthetic resource reads.
-    pub resource_probes: Vec<ResourceProbe>,
+    /// Its synthetic probes, by kind.
+    pub probes: probes::Probes,
     /// Every value a `${VAR}` in this server's entry expanded to: secrets,
     /// whatever field they landed in (a URL path, an argument).
     pub expanded: Vec<Secret>,

@@ -153,10 +153,6 @@ pub(super) struct ServerFile {
     pub(super) oauth2: Option<OAuth2File>,
     /// TLS, in Prometheus's `tls_config` shape.
     pub(super) tls: Option<TlsFile>,
-    #[serde(default)]
-    pub(super) tool_probes: Vec<ToolProbeFile>,
-    #[serde(default)]
-    pub(super) resource_probes: Vec<ResourceProbeFile>,
     /// Tools the server must list; any missing makes it degraded.
     #[serde(default)]
     pub(super) expected_tools: Vec<String>,
@@ -196,32 +192,6 @@ pub(super) struct OAuth2File {
     pub(super) scopes: Vec<String>,
     #[serde(default)]
     pub(super) endpoint_params: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ToolProbeFile {
-    pub(super) tool: String,
-    #[serde(default)]
-    pub(super) arguments: serde_json::Map<String, serde_json::Value>,
-    pub(super) interval: Dur,
-    pub(super) request_timeout: Option<Dur>,
-    pub(super) max_request_timeout: Option<Dur>,
-    #[serde(default)]
-    pub(super) conditions: Vec<ConditionFile>,
-    #[serde(default)]
-    pub(super) task: super::TaskMode,
-}
-
-/// One `resource_probes` item as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ResourceProbeFile {
-    pub(super) uri: String,
-    pub(super) interval: Dur,
-    pub(super) request_timeout: Option<Dur>,
-    #[serde(default)]
-    pub(super) conditions: Vec<ConditionFile>,
 }
 
 /// One condition as written.

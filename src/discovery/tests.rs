@@ -411,7 +411,7 @@ fn a_remote_entry_cannot_set_a_tight_loop() {
     assert_eq!(s.ping_interval.0, std::time::Duration::from_secs(1));
     assert_eq!(s.health_check_max_fields, 16);
     assert_eq!(
-        r.servers[1].tool_probes[0].interval,
+        r.servers[1].probes.tools[0].interval,
         std::time::Duration::from_secs(10)
     );
     // The same settings from a local file are the operator's choice.

@@ -13,6 +13,8 @@
 pub mod conditions;
 pub mod health_check;
 pub mod liveness;
+pub mod prompt;
+mod request;
 pub mod resource;
 pub mod task;
 pub mod tool;
@@ -91,15 +93,18 @@ pub fn plan(spec: &Arc<ServerSpec>, tasks: TaskSink) -> Vec<Box<dyn Probe>> {
         Box::new(liveness::Liveness::of(&spec.settings)),
         Box::new(health_check::HealthCheck::of(spec.clone())),
     ];
-    for i in 0..spec.tool_probes.len() {
+    for i in 0..spec.probes.tools.len() {
         probes.push(Box::new(tool::ToolProbeRun::of(
             spec.clone(),
             i,
             tasks.clone(),
         )));
     }
-    for i in 0..spec.resource_probes.len() {
+    for i in 0..spec.probes.resources.len() {
         probes.push(Box::new(resource::ResourceRead::of(spec.clone(), i)));
+    }
+    for i in 0..spec.probes.prompts.len() {
+        probes.push(Box::new(prompt::PromptGet::of(spec.clone(), i)));
     }
     probes
 }
@@ -113,11 +118,14 @@ pub fn kinds(spec: &ServerSpec) -> Vec<ProbeKind> {
         Protocol::Auto => vec![ProbeKind::Ping, ProbeKind::Discover],
     };
     kinds.push(ProbeKind::HealthCheck);
-    if !spec.tool_probes.is_empty() {
+    if !spec.probes.tools.is_empty() {
         kinds.push(ProbeKind::Tool);
     }
-    if !spec.resource_probes.is_empty() {
+    if !spec.probes.resources.is_empty() {
         kinds.push(ProbeKind::Resource);
+    }
+    if !spec.probes.prompts.is_empty() {
+        kinds.push(ProbeKind::Prompt);
     }
     kinds
 }
@@ -136,6 +144,8 @@ pub enum ProbeKind {
     Tool,
     /// A configured `resources/read`.
     Resource,
+    /// A configured `prompts/get`.
+    Prompt,
 }
 
 impl ProbeKind {
@@ -151,6 +161,7 @@ impl ProbeKind {
             ProbeKind::Discover => "server/discover",
             ProbeKind::HealthCheck | ProbeKind::Tool => "tools/call",
             ProbeKind::Resource => "resources/read",
+            ProbeKind::Prompt => "prompts/get",
         }
     }
 
@@ -195,6 +206,9 @@ pub enum FailureReason {
     InputRequired,
     /// A resource probe's URI is one the server does not have.
     ResourceNotFound,
+    /// A prompt probe's prompt, as configured, is refused: the server has
+    /// none of that name, or it takes other arguments.
+    PromptRejected,
 }
 
 impl FailureReason {
@@ -321,7 +335,7 @@ pub struct ProbeOutcome {
     /// What was probed.
     pub kind: ProbeKind,
     /// For synthetic probes, what they probed: the tool called, the
-    /// resource read (a configured name, safe as a label).
+    /// resource read, the prompt got (a configured name, safe as a label).
     pub tool: Option<Arc<str>>,
     /// From send to answer or failure.
     pub duration: Duration,
@@ -365,13 +379,16 @@ mod tests {
     fn label_values_are_the_documented_ones() {
         let names = |all: &[&'static str]| all.join(",");
         let kinds: Vec<&str> = ProbeKind::VARIANTS.iter().map(|k| k.as_str()).collect();
-        assert_eq!(names(&kinds), "ping,discover,health_check,tool,resource");
+        assert_eq!(
+            names(&kinds),
+            "ping,discover,health_check,tool,resource,prompt"
+        );
         let reasons: Vec<&str> = FailureReason::VARIANTS.iter().map(|r| r.as_str()).collect();
         assert_eq!(
             names(&reasons),
             "timeout,closed,unreachable,unauthenticated,forbidden,throttled,transport,\
              rpc_error,invalid_result,tool_error,unreadable,task_failed,task_stuck,input_required,\
-             resource_not_found"
+             resource_not_found,prompt_rejected"
         );
         let deadlines: Vec<&str> = Deadline::VARIANTS.iter().map(|d| d.as_str()).collect();
         assert_eq!(names(&deadlines), "request_timeout,max_request_timeout");

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::{Deadline, Failure, FailureReason};
-use crate::config::TaskMode;
+use crate::config::probes::TaskMode;
 use crate::transport::tools::TaskSupport;
 use crate::transport::{CallToolResult, Era, RequestError, Session, truncate};
 

@@ -13,8 +13,9 @@ use tokio::time::Instant;
 use super::conditions::{self, Vars};
 use super::task::{self, Limits, Report};
 use super::{Answer, Cadence, Failure, Probe, ProbeKind, ProbeOutcome, TaskSink};
+use crate::config::ServerSpec;
 use crate::config::condition::Subject;
-use crate::config::{ServerSpec, ToolProbe};
+use crate::config::probes::ToolProbe;
 use crate::transport::tools::ToolSurface;
 use crate::transport::{BoxFuture, CallToolResult, Era, Session, ToolCall};
 
@@ -32,7 +33,7 @@ pub struct ToolProbeRun {
 impl ToolProbeRun {
     /// Tool probe `index` of `spec`, its tasks' polls told to `tasks`.
     pub fn of(spec: Arc<ServerSpec>, index: usize, tasks: TaskSink) -> Self {
-        let name = format!("tool {}", spec.tool_probes[index].tool);
+        let name = format!("tool {}", spec.probes.tools[index].tool);
         ToolProbeRun {
             spec,
             index,
@@ -43,7 +44,7 @@ impl ToolProbeRun {
     }
 
     fn probe(&self) -> &ToolProbe {
-        &self.spec.tool_probes[self.index]
+        &self.spec.probes.tools[self.index]
     }
 }
 

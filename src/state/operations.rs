@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use super::snapshot::ServerStatus;
 use crate::config::{ServerSpec, TransportSpec};
-use crate::probe::{FailureReason, ProbeKind, ProbeOutcome};
+use crate::probe::{FailureReason, ProbeOutcome};
 
 /// The network peer of an HTTP server: the conventions' `server.address`
 /// and `server.port`.
@@ -84,11 +84,10 @@ impl<'a> Operation<'a> {
             (FailureReason::RpcError, Some(code)) => code.to_string(),
             (reason, _) => reason.as_str().to_owned(),
         });
-        let tool = match outcome.kind {
-            ProbeKind::Tool => outcome.tool.as_deref(),
-            ProbeKind::HealthCheck => Some(health_tool),
-            ProbeKind::Ping | ProbeKind::Discover | ProbeKind::Resource => None,
-        };
+        // The conventions' tool name is a `tools/call`'s: a configured
+        // tool's, or else the health check's.
+        let tool = (outcome.kind.method() == "tools/call")
+            .then(|| outcome.tool.as_deref().unwrap_or(health_tool));
         let span = (outcome.trace.as_deref())
             .filter(|t| t.sampled)
             .map(|t| SpanIds {

@@ -214,7 +214,7 @@ impl Owner {
     fn add(&mut self, spec: &ServerSpec, stuck: tokio::sync::watch::Sender<u64>, now: Instant) {
         let id: Arc<str> = Arc::from(spec.id.as_str());
         let tracker = Tracker::new(spec, now);
-        let tools: Vec<String> = spec.tool_probes.iter().map(|t| t.tool.clone()).collect();
+        let tools: Vec<String> = spec.probes.tools.iter().map(|t| t.tool.clone()).collect();
         let mut record = ServerRecord {
             status: tracker.status().clone(),
             series: Series::new(&crate::probe::kinds(spec), &link_reasons(spec), &tools),

@@ -116,6 +116,12 @@ def stock() -> str:
     return json.dumps({"widgets": 12})
 
 
+@mcp.prompt()
+def triage(service: str) -> str:
+    """A prompt a probe gets: its argument comes back in the message."""
+    return f"Triage the incident on {service}."
+
+
 def _extra(text: str) -> str:
     """An extra tool of this deployment."""
     return text

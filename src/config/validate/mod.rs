@@ -101,7 +101,7 @@ struct Doc {
 }
 
 mod entries;
-pub mod resources;
+pub mod probes;
 mod sd;
 mod server;
 mod tunables;

@@ -1,31 +1,25 @@
-//! One server entry: its id, tunables, tool probes, transport and labels.
+//! One server entry: its id, tunables, probes, transport and labels.
 
+use super::probes::Written;
 use super::*;
 use crate::config::condition::{self, Condition, Subject};
-use crate::config::raw::{ConditionFile, ToolProbeFile};
+use crate::config::raw::ConditionFile;
 
 impl Validator<'_> {
     /// One server entry resolved against the global tunables, every
     /// problem in it reported; `None` when it cannot be monitored at all.
     pub(super) fn check_server(
         &mut self,
-        s: ServerFile,
+        mut s: ServerFile,
         global: &TunablesFile,
         at: &[Seg],
         seen: &mut HashSet<String>,
     ) -> Option<ServerSpec> {
         let expanded_from = self.expanded.len();
         self.check_id(&s.id, at, seen);
+        let written = self.written_probes(&mut s.tunables.0, at);
         let settings = self.server_settings(&s, global, at);
-        let tool_probes: Vec<ToolProbe> = s
-            .tool_probes
-            .iter()
-            .enumerate()
-            .map(|(i, tp)| self.tool_probe(tp, &settings, &item(at, "tool_probes", i)))
-            .collect();
-        let resource_probes = (s.resource_probes.iter().enumerate())
-            .map(|(i, rp)| self.resource_probe(rp, &settings, &item(at, "resource_probes", i)))
-            .collect();
+        let probes = self.probes(&written, &settings);
         let mut conditions = self.conditions(
             &s.health_check_conditions,
             Subject::HealthReport,
@@ -36,7 +30,7 @@ impl Validator<'_> {
             Subject::Tools,
             &under(at, "tools_conditions"),
         ));
-        self.unique_condition_names(&s, at);
+        self.unique_condition_names(&s, &written, at);
         let protocol = if settings.protocol == "auto" {
             Protocol::Auto
         } else {
@@ -59,8 +53,7 @@ impl Validator<'_> {
             transport,
             settings,
             protocol,
-            tool_probes,
-            resource_probes,
+            probes,
             expanded,
             expected_tools: s.expected_tools,
             conditions,
@@ -116,67 +109,6 @@ impl Validator<'_> {
             written.contains(&k)
         });
         settings
-    }
-
-    /// One `tool_probes` item, its timeouts defaulting to the server's.
-    fn tool_probe(&mut self, tp: &ToolProbeFile, settings: &Settings, p: &[Seg]) -> ToolProbe {
-        let tool = &tp.tool;
-        let show = |d: Duration| humantime::format_duration(d).to_string();
-        let mut interval = tp.interval.0;
-        if matches!(self.trust, Trust::Remote { .. }) && interval < REMOTE_TOOL_INTERVAL {
-            interval = REMOTE_TOOL_INTERVAL;
-            self.warn(
-                p,
-                format!(
-                    "tool probe {tool:?}: interval raised to {}, the least an http_sd entry may set",
-                    show(interval)
-                ),
-            );
-        }
-        let request_timeout = tp.request_timeout.unwrap_or(settings.request_timeout).0;
-        let max_request_timeout = tp
-            .max_request_timeout
-            .unwrap_or(settings.max_request_timeout)
-            .0;
-        if tp.interval.0.is_zero() {
-            self.error(
-                p,
-                format!("tool probe {tool:?}: interval must be greater than zero"),
-            );
-        }
-        if request_timeout > max_request_timeout {
-            self.error(
-                p,
-                format!(
-                    "tool probe {tool:?}: request_timeout ({}) is longer than max_request_timeout ({})",
-                    show(request_timeout),
-                    show(max_request_timeout)
-                ),
-            );
-        }
-        if max_request_timeout > interval {
-            self.warn(
-                p,
-                format!(
-                    "tool probe {tool:?}: max_request_timeout ({}) is longer than its interval ({}); overdue calls will be skipped",
-                    show(max_request_timeout),
-                    show(interval)
-                ),
-            );
-        }
-        ToolProbe {
-            tool: tool.clone(),
-            arguments: tp.arguments.clone(),
-            interval,
-            request_timeout,
-            max_request_timeout,
-            conditions: self.conditions(
-                &tp.conditions,
-                Subject::ToolResult,
-                &under(p, "conditions"),
-            ),
-            task: tp.task,
-        }
     }
 
     /// Compile a list of conditions; each error at its expression. An
@@ -235,19 +167,9 @@ impl Validator<'_> {
 
     /// Condition names are label values of one server: unique within it.
     /// Each repeat is reported where it is written.
-    fn unique_condition_names(&mut self, s: &ServerFile, at: &[Seg]) {
+    fn unique_condition_names(&mut self, s: &ServerFile, written: &Written, at: &[Seg]) {
         let mut seen = HashSet::new();
-        let mut lists: Vec<(Vec<Seg>, &[ConditionFile])> = s
-            .tool_probes
-            .iter()
-            .enumerate()
-            .map(|(i, tp)| {
-                (
-                    under(&item(at, "tool_probes", i), "conditions"),
-                    &tp.conditions[..],
-                )
-            })
-            .collect();
+        let mut lists = written.conditions();
         lists.push((
             under(at, "health_check_conditions"),
             &s.health_check_conditions,

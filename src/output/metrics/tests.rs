@@ -3,7 +3,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::*;
-use crate::config::{FleetPolicy, ToolProbe};
+use crate::config::FleetPolicy;
+use crate::config::probes::ToolProbe;
 use crate::probe::health_check::{HealthReport, Reported};
 use crate::probe::{Answer, Deadline, Failure, FailureReason, ProbeKind, ProbeOutcome};
 use crate::state::owner::Owner;
@@ -227,7 +228,7 @@ fn histograms_are_cumulative_and_counters_count() {
     let now = Instant::now();
     let mut o = Owner::new(FleetPolicy::default(), 1);
     let mut s = spec("a");
-    s.tool_probes.push(ToolProbe {
+    s.probes.tools.push(ToolProbe {
         tool: "slow".into(),
         arguments: Default::default(),
         interval: Duration::from_secs(60),
