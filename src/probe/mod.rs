@@ -100,12 +100,8 @@ pub fn plan(spec: &Arc<ServerSpec>, tasks: TaskSink) -> Vec<Box<dyn Probe>> {
             tasks.clone(),
         )));
     }
-    for i in 0..spec.probes.resources.len() {
-        probes.push(Box::new(resource::ResourceRead::of(spec.clone(), i)));
-    }
-    for i in 0..spec.probes.prompts.len() {
-        probes.push(Box::new(prompt::PromptGet::of(spec.clone(), i)));
-    }
+    probes.extend(request::Scheduled::<resource::ResourceRead>::all(spec));
+    probes.extend(request::Scheduled::<prompt::PromptGet>::all(spec));
     probes
 }
 

@@ -5,76 +5,47 @@
 //! longer takes): its own reason, `prompt_rejected`, since that is a
 //! fleet file out of step with the server rather than a server in trouble.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use super::request::{self, Request};
-use super::{Cadence, FailureReason, Probe, ProbeKind, ProbeOutcome};
+use super::request::{Read, Request};
+use super::{Cadence, FailureReason, ProbeKind};
 use crate::config::ServerSpec;
 use crate::config::probes::PromptProbe;
-use crate::transport::{BoxFuture, Era, Session};
 
-/// One configured prompt probe of a server.
-pub struct PromptGet {
-    spec: Arc<ServerSpec>,
-    index: usize,
-    /// `prompt <name>`, for details and logs.
-    name: String,
-}
+/// Prompt gets, one per configured prompt.
+pub struct PromptGet;
 
-impl PromptGet {
-    /// Prompt probe `index` of `spec`.
-    pub fn of(spec: Arc<ServerSpec>, index: usize) -> Self {
-        let name = format!("prompt {}", spec.probes.prompts[index].name);
-        PromptGet { spec, index, name }
+impl Read for PromptGet {
+    type Item = PromptProbe;
+    const KIND: ProbeKind = ProbeKind::Prompt;
+
+    fn items(spec: &ServerSpec) -> &[PromptProbe] {
+        &spec.probes.prompts
     }
 
-    fn probe(&self) -> &PromptProbe {
-        &self.spec.probes.prompts[self.index]
-    }
-}
-
-impl Probe for PromptGet {
-    fn kind(&self, _: Era) -> ProbeKind {
-        ProbeKind::Prompt
+    fn target(item: &PromptProbe) -> &str {
+        &item.name
     }
 
-    fn cadence(&self) -> Cadence {
-        let p = self.probe();
-        Cadence::synthetic(p.interval, p.request_timeout)
+    fn cadence(item: &PromptProbe) -> Cadence {
+        Cadence::synthetic(item.interval, item.request_timeout)
     }
 
-    fn name(&self) -> Option<&str> {
-        Some(&self.name)
+    /// Its conditions see the get's result as `result`.
+    fn request(item: &PromptProbe) -> Request<'_> {
+        let mut params = serde_json::Map::new();
+        params.insert("name".into(), item.name.clone().into());
+        if !item.arguments.is_empty() {
+            let arguments = (item.arguments.iter())
+                .map(|(k, v)| (k.clone(), v.clone().into()))
+                .collect();
+            params.insert("arguments".into(), serde_json::Value::Object(arguments));
+        }
+        Request {
+            kind: Self::KIND,
+            target: &item.name,
+            params,
+            holds: "messages",
+            conditions: &item.conditions,
+            refused: (&[-32602], FailureReason::PromptRejected),
+        }
     }
-
-    fn run<'a>(
-        &'a self,
-        session: &'a dyn Session,
-        deadline: Duration,
-    ) -> BoxFuture<'a, ProbeOutcome> {
-        Box::pin(get(session, self.probe(), deadline))
-    }
-}
-
-/// Get prompt `spec.name` under `deadline`; its conditions see the result
-/// as `result`.
-pub async fn get(session: &dyn Session, spec: &PromptProbe, deadline: Duration) -> ProbeOutcome {
-    let mut params = serde_json::Map::new();
-    params.insert("name".into(), spec.name.clone().into());
-    if !spec.arguments.is_empty() {
-        let arguments = (spec.arguments.iter())
-            .map(|(k, v)| (k.clone(), v.clone().into()))
-            .collect();
-        params.insert("arguments".into(), serde_json::Value::Object(arguments));
-    }
-    let get = Request {
-        kind: ProbeKind::Prompt,
-        target: &spec.name,
-        params,
-        holds: "messages",
-        conditions: &spec.conditions,
-        refused: (&[-32602], FailureReason::PromptRejected),
-    };
-    request::send(session, get, deadline).await
 }

@@ -3,6 +3,7 @@
 //! it as `result`, and the server's refusal of the probe's target read as
 //! the kind's own reason.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,9 +11,78 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::conditions::{self, Vars};
-use super::{Answer, Failure, FailureReason, ProbeKind, ProbeOutcome};
+use super::{Answer, Cadence, Failure, FailureReason, Probe, ProbeKind, ProbeOutcome};
+use crate::config::ServerSpec;
 use crate::config::condition::{Condition, Subject};
-use crate::transport::{RequestError, Session};
+use crate::transport::{BoxFuture, Era, RequestError, Session};
+
+/// A read-only kind: the items of it a server is configured with, and the
+/// request each one sends.
+pub trait Read: 'static {
+    /// One configured item.
+    type Item;
+    /// The kind: the `probe` label and the method.
+    const KIND: ProbeKind;
+    /// A server's configured items of this kind.
+    fn items(spec: &ServerSpec) -> &[Self::Item];
+    /// What an item names (a URI, a prompt), for details and logs.
+    fn target(item: &Self::Item) -> &str;
+    /// How often it runs and its deadline.
+    fn cadence(item: &Self::Item) -> Cadence;
+    /// The request it sends.
+    fn request(item: &Self::Item) -> Request<'_>;
+}
+
+/// Item `index` of kind `K` of a server, as a probe.
+pub struct Scheduled<K> {
+    spec: Arc<ServerSpec>,
+    index: usize,
+    /// `<kind> <target>`, for details and logs.
+    name: String,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K: Read> Scheduled<K> {
+    /// Every configured item of kind `K` of `spec`, as probes.
+    pub fn all(spec: &Arc<ServerSpec>) -> impl Iterator<Item = Box<dyn Probe>> + '_ {
+        (0..K::items(spec).len()).map(|index| {
+            let name = format!("{} {}", K::KIND.as_str(), K::target(&K::items(spec)[index]));
+            let probe = Scheduled::<K> {
+                spec: spec.clone(),
+                index,
+                name,
+                kind: PhantomData,
+            };
+            Box::new(probe) as Box<dyn Probe>
+        })
+    }
+
+    fn item(&self) -> &K::Item {
+        &K::items(&self.spec)[self.index]
+    }
+}
+
+impl<K: Read> Probe for Scheduled<K> {
+    fn kind(&self, _: Era) -> ProbeKind {
+        K::KIND
+    }
+
+    fn cadence(&self) -> Cadence {
+        K::cadence(self.item())
+    }
+
+    fn name(&self) -> Option<&str> {
+        Some(&self.name)
+    }
+
+    fn run<'a>(
+        &'a self,
+        session: &'a dyn Session,
+        deadline: Duration,
+    ) -> BoxFuture<'a, ProbeOutcome> {
+        Box::pin(send(session, K::request(self.item()), deadline))
+    }
+}
 
 /// One request of a synthetic probe.
 pub struct Request<'a> {

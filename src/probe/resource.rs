@@ -4,70 +4,41 @@
 //! `resource_not_found`: `-32002` in the spec's first eras, `-32602` since
 //! SEP-2164 (the only parameter is the URI).
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use super::request::{self, Request};
-use super::{Cadence, FailureReason, Probe, ProbeKind, ProbeOutcome};
+use super::request::{Read, Request};
+use super::{Cadence, FailureReason, ProbeKind};
 use crate::config::ServerSpec;
 use crate::config::probes::ResourceProbe;
-use crate::transport::{BoxFuture, Era, Session};
 
-/// One configured resource probe of a server.
-pub struct ResourceRead {
-    spec: Arc<ServerSpec>,
-    index: usize,
-    /// `resource <uri>`, for details and logs.
-    name: String,
-}
+/// Resource reads, one per configured URI.
+pub struct ResourceRead;
 
-impl ResourceRead {
-    /// Resource probe `index` of `spec`.
-    pub fn of(spec: Arc<ServerSpec>, index: usize) -> Self {
-        let name = format!("resource {}", spec.probes.resources[index].uri);
-        ResourceRead { spec, index, name }
+impl Read for ResourceRead {
+    type Item = ResourceProbe;
+    const KIND: ProbeKind = ProbeKind::Resource;
+
+    fn items(spec: &ServerSpec) -> &[ResourceProbe] {
+        &spec.probes.resources
     }
 
-    fn probe(&self) -> &ResourceProbe {
-        &self.spec.probes.resources[self.index]
-    }
-}
-
-impl Probe for ResourceRead {
-    fn kind(&self, _: Era) -> ProbeKind {
-        ProbeKind::Resource
+    fn target(item: &ResourceProbe) -> &str {
+        &item.uri
     }
 
-    fn cadence(&self) -> Cadence {
-        let p = self.probe();
-        Cadence::synthetic(p.interval, p.request_timeout)
+    fn cadence(item: &ResourceProbe) -> Cadence {
+        Cadence::synthetic(item.interval, item.request_timeout)
     }
 
-    fn name(&self) -> Option<&str> {
-        Some(&self.name)
+    /// Its conditions see the read's result as `result`.
+    fn request(item: &ResourceProbe) -> Request<'_> {
+        let mut params = serde_json::Map::new();
+        params.insert("uri".into(), item.uri.clone().into());
+        Request {
+            kind: Self::KIND,
+            target: &item.uri,
+            params,
+            holds: "contents",
+            conditions: &item.conditions,
+            refused: (&[-32002, -32602], FailureReason::ResourceNotFound),
+        }
     }
-
-    fn run<'a>(
-        &'a self,
-        session: &'a dyn Session,
-        deadline: Duration,
-    ) -> BoxFuture<'a, ProbeOutcome> {
-        Box::pin(read(session, self.probe(), deadline))
-    }
-}
-
-/// Read `spec.uri` under `deadline`; its conditions see the result as
-/// `result`.
-pub async fn read(session: &dyn Session, spec: &ResourceProbe, deadline: Duration) -> ProbeOutcome {
-    let mut params = serde_json::Map::new();
-    params.insert("uri".into(), spec.uri.clone().into());
-    let read = Request {
-        kind: ProbeKind::Resource,
-        target: &spec.uri,
-        params,
-        holds: "contents",
-        conditions: &spec.conditions,
-        refused: (&[-32002, -32602], FailureReason::ResourceNotFound),
-    };
-    request::send(session, read, deadline).await
 }

@@ -67,6 +67,19 @@ async fn judged(mon: &Monitor, id: &str) -> serde_json::Value {
     }
 }
 
+/// The Python SDK's server of `tests/python/server.py`, over Streamable
+/// HTTP in the modern era.
+async fn modern_python() -> Spawned {
+    let script = python_server();
+    let port = free_port();
+    let args = [
+        script.to_str().expect("utf-8 path"),
+        "http",
+        &port.to_string(),
+    ];
+    third_party_http(&python("modern"), &args, &[], port).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_readable_resource_is_healthy_and_a_missing_one_fails_as_not_found_in_both_eras() {
     require!(
@@ -74,19 +87,7 @@ async fn a_readable_resource_is_healthy_and_a_missing_one_fails_as_not_found_in_
         installed("tests/python/.venv-modern")
     );
     let bin = everything_bin();
-    let script = python_server();
-    let port = free_port();
-    let modern = third_party_http(
-        &python("modern"),
-        &[
-            script.to_str().expect("utf-8 path"),
-            "http",
-            &port.to_string(),
-        ],
-        &[],
-        port,
-    )
-    .await;
+    let modern = modern_python().await;
     let markdown = "        conditions:\n          - name: markdown\n            \
                     expr: 'result.contents[0].mimeType == \"text/markdown\"'\n";
     let stocked = "        conditions:\n          - name: stocked\n            \
@@ -175,19 +176,7 @@ async fn a_prompt_that_renders_is_healthy_and_one_refused_fails_as_rejected_in_b
         installed("tests/python/.venv-modern")
     );
     let bin = everything_bin();
-    let script = python_server();
-    let port = free_port();
-    let modern = third_party_http(
-        &python("modern"),
-        &[
-            script.to_str().expect("utf-8 path"),
-            "http",
-            &port.to_string(),
-        ],
-        &[],
-        port,
-    )
-    .await;
+    let modern = modern_python().await;
     let stdio = |id: &str, body: String| {
         format!(
             "  - id: {id}\n    transport: stdio\n    command: {bin:?}\n    args: [stdio]\n{body}"

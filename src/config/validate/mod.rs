@@ -262,7 +262,7 @@ impl<'a> Validator<'a> {
     }
 
     /// One part of the document, or its error (prefixed with `name`).
-    fn part<T: serde::de::DeserializeOwned, D>(
+    pub(super) fn part<T: serde::de::DeserializeOwned, D>(
         &self,
         value: D,
         at: &[Seg],

@@ -100,32 +100,15 @@ impl Validator<'_> {
                 return Vec::new();
             }
         };
+        let mut found = Vec::new();
         let mut out = Vec::new();
         for (i, value) in list.into_iter().enumerate() {
             let here = item(at, key, i);
-            match serde_path_to_error::deserialize::<_, F>(value) {
-                Ok(f) => out.push((here, f)),
-                Err(e) => {
-                    let mut path = here;
-                    let mut shown = format!("{key}[{i}]");
-                    for seg in e.path().iter() {
-                        match seg {
-                            serde_path_to_error::Segment::Seq { index } => {
-                                path.push(Seg::Index(*index));
-                                shown.push_str(&format!("[{index}]"));
-                            }
-                            serde_path_to_error::Segment::Map { key } => {
-                                path.push(Seg::key(key));
-                                shown.push_str(&format!(".{key}"));
-                            }
-                            _ => {}
-                        }
-                    }
-                    let msg = strip_position(&e.into_inner().to_string());
-                    self.error(&path, format!("{shown}: {msg}"));
-                }
+            if let Some(f) = self.part(value, &here, &format!("{key}[{i}]"), &mut found) {
+                out.push((here, f));
             }
         }
+        self.errors.extend(found);
         out
     }
 
