@@ -122,13 +122,6 @@ pub enum Protocol {
     Pinned(String),
 }
 
-impl Protocol {
-    /// True when pinned to the modern era.
-    pub fn is_pinned_modern(&self) -> bool {
-        matches!(self, Protocol::Pinned(v) if is_modern(v))
-    }
-}
-
 // Every tunable is listed once here; the macro gives the optional form used in
 // `global:` and in each server, the resolved form, and the defaults.
 macro_rules! tunables {

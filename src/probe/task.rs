@@ -168,11 +168,6 @@ impl Track {
         }
     }
 
-    /// How often it may be polled now.
-    pub fn poll_interval(&self) -> Duration {
-        self.poll
-    }
-
     /// Whether the task counts as busy at `now`: its `lastUpdatedAt` moved
     /// within the last three poll intervals (or it was just created).
     pub fn advancing(&self, now: Instant) -> bool {
