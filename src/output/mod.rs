@@ -10,7 +10,10 @@
 //! - [`web`]: the HTTP server itself (TLS, basic auth, limits) and its
 //!   config file.
 //! - [`otlp`]: the opt-in OTLP push of metrics and probe spans.
+//! - [`families`]: every series mcpmon declares, once, under the names
+//!   both [`metrics`] and [`otlp`] use.
 
+pub mod families;
 pub mod health;
 pub mod lifecycle;
 pub mod metrics;

@@ -4,10 +4,10 @@
 
 use strum::VariantArray;
 
-use super::families::Family;
 use super::text::{Float, Writer};
 use crate::config::Rejection;
 use crate::discovery::Mechanism;
+use crate::output::families::Family;
 use crate::state::Snapshot;
 
 /// Write the fleet's samples of `snap`.

@@ -6,7 +6,6 @@
 //! (reloads, HTTP requests, the shard, `process_*`) in a `prometheus`
 //! registry, written by the app and the web layer and rendered after them.
 
-mod families;
 mod fleet;
 mod server;
 mod text;
@@ -15,7 +14,7 @@ use std::sync::Mutex;
 
 use prometheus::{Encoder, Gauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
-pub use families::Family;
+pub use crate::output::families::Family;
 pub use text::{Escaped, Float, Writer};
 
 use crate::state::Snapshot;

@@ -3,9 +3,9 @@
 //! label except its name and version on the `_info` series, truncated and
 //! replaced when they change.
 
-use super::families::Family;
 use super::text::{Float, Writer};
 use super::{Exposition, Histograms};
+use crate::output::families::Family;
 use crate::state::ServerRecord;
 use crate::state::series::{Counters, Series, unix_seconds};
 use crate::state::verdict::State;

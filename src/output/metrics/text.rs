@@ -6,7 +6,7 @@
 
 use std::fmt::{Display, Write as _};
 
-use super::families::Family;
+use crate::output::families::Family;
 use crate::state::series::Histogram;
 
 /// One exposition being written, a buffer per family so that families

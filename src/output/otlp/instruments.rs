@@ -15,6 +15,7 @@ use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Histogram, Meter};
 use tokio::sync::watch;
 
+use crate::output::families::Family;
 use crate::state::Snapshot;
 use crate::state::operations::{Operation, Peer, SessionEnd};
 use crate::state::series::unix_seconds;
@@ -145,6 +146,17 @@ fn with(base: &[KeyValue], extra: KeyValue) -> Vec<KeyValue> {
     a
 }
 
+/// The name and description OTLP gives `family`: the metric table's, so
+/// a series is declared once for both outputs.
+fn declared(family: Family) -> (&'static str, &'static str) {
+    match family.otlp_name() {
+        Some(name) => (name, family.help()),
+        // The table is fixed at compile time, and a test checks that
+        // every instrument pushed is named there.
+        None => (family.name(), family.help()),
+    }
+}
+
 /// Register the judgment instruments, observed from the latest snapshot.
 pub fn observe_judgment(meter: &Meter, snapshots: &watch::Receiver<Arc<Snapshot>>) {
     let latest = {
@@ -158,16 +170,20 @@ pub fn observe_judgment(meter: &Meter, snapshots: &watch::Receiver<Arc<Snapshot>
         }
     };
     let each = Arc::new(each);
+    let gauge = |family: Family| {
+        let (name, help) = declared(family);
+        meter.u64_observable_gauge(name).with_description(help)
+    };
+    let counter = |family: Family| {
+        let (name, help) = declared(family);
+        meter.u64_observable_counter(name).with_description(help)
+    };
     let e = each.clone();
-    meter
-        .u64_observable_gauge("mcpmon.server.up")
-        .with_description("1 when the server answers (healthy or degraded), else 0.")
+    gauge(Family::Up)
         .with_callback(move |o| e(&|st, _, a| o.observe(u64::from(st.status.is_up()), a)))
         .build();
     let e = each.clone();
-    meter
-        .u64_observable_gauge("mcpmon.server.state")
-        .with_description("The verdict as a state set: 1 for the server's state, 0 for the others.")
+    gauge(Family::State)
         .with_callback(move |o| {
             e(&|st, _, a| {
                 for s in State::ALL {
@@ -178,9 +194,7 @@ pub fn observe_judgment(meter: &Meter, snapshots: &watch::Receiver<Arc<Snapshot>
         })
         .build();
     let e = each.clone();
-    meter
-        .u64_observable_gauge("mcpmon.server.reason")
-        .with_description("Why the server is in its state: always 1, the reason as an attribute.")
+    gauge(Family::Reason)
         .with_callback(move |o| {
             e(&|st, _, a| {
                 o.observe(
@@ -191,10 +205,11 @@ pub fn observe_judgment(meter: &Meter, snapshots: &watch::Receiver<Arc<Snapshot>
         })
         .build();
     let e = each.clone();
+    let (name, help) = declared(Family::LastCheck);
     meter
-        .f64_observable_gauge("mcpmon.server.last_check.timestamp")
+        .f64_observable_gauge(name)
         .with_unit("s")
-        .with_description("Unix time of the last probe result or connection attempt.")
+        .with_description(help)
         .with_callback(move |o| {
             e(&|st, _, a| {
                 if let Some(t) = st.last_check {
@@ -204,15 +219,11 @@ pub fn observe_judgment(meter: &Meter, snapshots: &watch::Receiver<Arc<Snapshot>
         })
         .build();
     let e = each.clone();
-    meter
-        .u64_observable_counter("mcpmon.server.state_changes")
-        .with_description("Changes of published state.")
+    counter(Family::StateChanges)
         .with_callback(move |o| e(&|_, s, a| o.observe(s.state_changes, a)))
         .build();
     let e = each;
-    meter
-        .u64_observable_counter("mcpmon.server.tools.changes")
-        .with_description("Changes of the server's tool surface.")
+    counter(Family::ToolsChanges)
         .with_callback(move |o| e(&|_, s, a| o.observe(s.tools_changes, a)))
         .build();
 }

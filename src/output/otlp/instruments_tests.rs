@@ -129,6 +129,27 @@ fn a_healthy_server_costs_the_stated_points_named_as_the_conventions_say() {
 }
 
 #[test]
+fn the_judgment_is_pushed_under_the_names_the_metric_table_declares() {
+    let (provider, exporter, mut owner, now) = setup();
+    let probe = Observation::Probe {
+        outcome: answered(ProbeKind::Ping, 2),
+        was_late: false,
+    };
+    event(&mut owner, "a", probe, now);
+    let points = collect(&provider, &exporter, &mut owner);
+    let pushed: std::collections::BTreeSet<&str> = points
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .filter(|n| n.starts_with("mcpmon."))
+        .collect();
+    let declared: std::collections::BTreeSet<&str> = crate::output::families::Family::ALL
+        .iter()
+        .filter_map(|f| f.otlp_name())
+        .collect();
+    assert_eq!(pushed, declared);
+}
+
+#[test]
 fn error_type_is_the_json_rpc_code_tool_error_or_the_reason() {
     let (provider, exporter, mut owner, now) = setup();
     let mut rpc = failed(ProbeKind::HealthCheck, FailureReason::RpcError);

@@ -1,13 +1,25 @@
 //! Every family mcpmon renders from a snapshot, declared once: its name,
-//! type, help and labels. The [`Family`] enum, its metadata and the order
-//! of the exposition all follow from this table; adding a family is a line
-//! here and the lines that write its samples ([`super::server`] or
-//! [`super::fleet`]).
+//! type, help and labels, and for the judgment's families the name OTLP
+//! pushes it under. The [`Family`] enum, its metadata, the order of the
+//! exposition and the OTLP instruments' names and descriptions all follow
+//! from this table; adding a family is a line here and the lines that
+//! write its samples (`metrics/server.rs` or `metrics/fleet.rs`).
+
+/// `Some` of the literal given, or `None`.
+macro_rules! some {
+    () => {
+        None
+    };
+    ($x:literal) => {
+        Some($x)
+    };
+}
 
 macro_rules! families {
     ($(
         $(#[doc = $doc:literal])*
-        $variant:ident: $kind:literal $name:literal [$($label:literal),*] $help:literal;
+        $variant:ident: $kind:literal $name:literal [$($label:literal),*]
+            $(otlp $otlp:literal)? $help:literal;
     )*) => {
         /// A family rendered from a snapshot, in exposition order.
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,17 +50,23 @@ macro_rules! families {
             pub fn labels(self) -> &'static [&'static str] {
                 match self { $(Family::$variant => &[$($label),*],)* }
             }
+
+            /// The instrument name OTLP pushes it under, for the families
+            /// the judgment exports there.
+            pub fn otlp_name(self) -> Option<&'static str> {
+                match self { $(Family::$variant => some!($($otlp)?),)* }
+            }
         }
     };
 }
 
 families! {
     // Per server.
-    Up: "gauge" "mcpmon_server_up" ["server"]
+    Up: "gauge" "mcpmon_server_up" ["server"] otlp "mcpmon.server.up"
         "1 if the server is healthy or degraded, 0 otherwise.";
-    State: "gauge" "mcpmon_server_state" ["server", "state"]
+    State: "gauge" "mcpmon_server_state" ["server", "state"] otlp "mcpmon.server.state"
         "Current state of the server, one series per state (1 = current).";
-    Reason: "gauge" "mcpmon_server_reason" ["reason", "server"]
+    Reason: "gauge" "mcpmon_server_reason" ["reason", "server"] otlp "mcpmon.server.reason"
         "Why the server is in its state (bounded set; one series per server, always 1).";
     Info: "gauge" "mcpmon_server_info"
         ["health_check", "protocol_version", "server", "server_name", "server_version", "transport"]
@@ -57,7 +75,7 @@ families! {
         "The operator's labels of the server (label_<name>), always 1: join with group_left.";
     Tools: "gauge" "mcpmon_server_tools" ["server"]
         "Tools in the server's latest listing.";
-    ToolsChanges: "counter" "mcpmon_server_tools_changes_total" ["server"]
+    ToolsChanges: "counter" "mcpmon_server_tools_changes_total" ["server"] otlp "mcpmon.server.tools.changes"
         "Tool listings whose surface (names, schemas, annotations) differed from the one before.";
     Maintenance: "gauge" "mcpmon_server_maintenance" ["server", "window"]
         "1 while the server is in a maintenance window (the shipped alerts stay silent for it); absent otherwise.";
@@ -71,11 +89,11 @@ families! {
         "Listed tools whose name or input schema breaks the spec's rules (a warning, never a verdict).";
     SessionStart: "gauge" "mcpmon_session_start_timestamp_seconds" ["server"]
         "Unix time the current session opened.";
-    LastCheck: "gauge" "mcpmon_server_last_check_timestamp_seconds" ["server"]
+    LastCheck: "gauge" "mcpmon_server_last_check_timestamp_seconds" ["server"] otlp "mcpmon.server.last_check.timestamp"
         "Unix time of the last probe result.";
     ConsecutiveFailures: "gauge" "mcpmon_server_consecutive_failures" ["server"]
         "Liveness probes and connection attempts that failed in a row, until a liveness answer.";
-    StateChanges: "counter" "mcpmon_server_state_changes_total" ["server"]
+    StateChanges: "counter" "mcpmon_server_state_changes_total" ["server"] otlp "mcpmon.server.state_changes"
         "State transitions of the server.";
     Probes: "counter" "mcpmon_probes_total" ["probe", "server"]
         "Probes sent, by kind.";
