@@ -3,16 +3,70 @@
 //! removals; never the reads, its own included) and every
 //! `refresh_interval`.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use notify::Watcher;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::{Checker, Document, MAX_DOCUMENT, Update};
-use crate::config::FileSd;
+use super::{Checker, Discover, Document, MAX_DOCUMENT, Mechanism, Update};
+use crate::config::{EntrySource, FileSd, Format, Trust};
+
+/// A `file_sd_configs` entry.
+#[derive(Debug, PartialEq)]
+pub(super) struct Files(pub(super) FileSd);
+
+impl Discover for Files {
+    fn mechanism(&self) -> Mechanism {
+        Mechanism::File
+    }
+
+    fn entry_source<'a>(
+        &'a self,
+        origin: &'a Path,
+        base: &'a Path,
+        own: &'a [SocketAddr],
+    ) -> EntrySource<'a> {
+        local(&self.0, Format::Yaml, origin, base, own)
+    }
+
+    fn files(&self) -> Option<&[PathBuf]> {
+        Some(&self.0.files)
+    }
+
+    fn run(
+        &self,
+        id: u64,
+        checker: Checker,
+        tx: mpsc::Sender<Update>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(run(id, self.0.clone(), checker, tx, cancel))
+    }
+}
+
+/// How a local file's entries are read: as the operator's own, like the
+/// main file, with relative paths read from the file's folder.
+pub(super) fn local<'a>(
+    sd: &'a FileSd,
+    format: Format,
+    origin: &'a Path,
+    base: &'a Path,
+    own: &'a [SocketAddr],
+) -> EntrySource<'a> {
+    EntrySource {
+        trust: Trust::Local,
+        format,
+        labels: &sd.labels,
+        base: origin.parent().unwrap_or(base),
+        max_servers: sd.max_servers,
+        own_addresses: own,
+    }
+}
 
 /// A burst of events (an editor's save, a ConfigMap's symlink swap) is
 /// read once, after it has been quiet this long.

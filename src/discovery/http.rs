@@ -1,20 +1,66 @@
 //! An `http_sd_configs` source: asks its endpoint every `refresh_interval`
 //! for a JSON list of server entries, with a bounded deadline and body.
 
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Checker, Document, MAX_DOCUMENT, Update};
-use crate::config::HttpSd;
+use super::{Checker, Discover, Document, MAX_DOCUMENT, Mechanism, Update};
+use crate::config::{EntrySource, Format, HttpSd, Trust};
+
+/// An `http_sd_configs` entry.
+#[derive(Debug, PartialEq)]
+pub(super) struct Endpoint(pub(super) HttpSd);
+
+impl Discover for Endpoint {
+    fn mechanism(&self) -> Mechanism {
+        Mechanism::Http
+    }
+
+    fn entry_source<'a>(
+        &'a self,
+        _origin: &'a Path,
+        base: &'a Path,
+        own: &'a [SocketAddr],
+    ) -> EntrySource<'a> {
+        remote(&self.0, base, own)
+    }
+
+    fn run(
+        &self,
+        id: u64,
+        checker: Checker,
+        tx: mpsc::Sender<Update>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(run(id, self.0.clone(), checker, tx, cancel))
+    }
+}
+
+/// How an endpoint's entries are read: as JSON from a remote writer, who
+/// may start processes only if the main file allows it.
+pub(super) fn remote<'a>(sd: &'a HttpSd, base: &'a Path, own: &'a [SocketAddr]) -> EntrySource<'a> {
+    EntrySource {
+        trust: Trust::Remote {
+            allow_stdio: sd.allow_stdio,
+        },
+        format: Format::Json,
+        labels: &sd.labels,
+        base,
+        max_servers: sd.max_servers,
+        own_addresses: own,
+    }
+}
 
 /// No request outlives this, however long the interval.
 pub(super) const MAX_REQUEST: Duration = Duration::from_secs(30);
 
 /// Ask now and every interval until cancelled.
-pub(super) async fn run(
+async fn run(
     id: u64,
     sd: HttpSd,
     mut checker: Checker,

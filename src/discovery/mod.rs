@@ -2,34 +2,40 @@
 //! `client_config_sd_configs` and `registry_sd_configs`, merged with the
 //! main file's and cut down to this replica's shard.
 //!
-//! Each source is one task ([`Discovery`]) that reads its files or asks its
-//! endpoint, validates what changed on a blocking thread ([`Checker`]), and
-//! sends the result to the main loop. A document is untrusted input and may
-//! be 16 MiB of bad entries: its validation must never hold up signals,
-//! reloads or other sources, so none of it runs on the main loop. The main
-//! loop keeps the last good entries of every document ([`Discovered`], in
-//! `settle`), and
+//! Laid out as Prometheus lays out its discovery: each mechanism is one
+//! module implementing [`Discover`] (what it is called, how its documents
+//! are read, the task that reads them), and [`sources`] is the one list of
+//! mechanisms. Each configured source runs as one task that reads its
+//! files or asks its endpoint, validates what changed on a blocking thread
+//! ([`Checker`], in `check`), and sends the result to the main loop. A
+//! document is untrusted input and may be 16 MiB of bad entries: its
+//! validation must never hold up signals, reloads or other sources, so
+//! none of it runs on the main loop. The main loop keeps the last good
+//! entries of every document ([`Discovered`], in `settle`), and
 //! [`Discovered::resolve`] turns everything into the one server list the
 //! supervisors reconcile against, exactly as a reload does.
 
+mod check;
+mod clients;
 mod file;
 mod http;
 mod registry;
 mod settle;
 pub mod shard;
 
-use std::collections::HashMap;
+use std::any::Any;
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{
-    Config, ConfigError, Entries, EntrySource, FileSd, Format, HttpSd, Rejection, Trust,
-    TunablesFile, clients,
-};
+use crate::config::clients::Translated;
+use crate::config::{Config, ConfigError, Entries, EntrySource, TunablesFile};
+pub use check::{Checker, FileCheck, check_files};
 pub use settle::{Discovered, Report, Resolved};
 pub use shard::{Shard, ShardError};
 
@@ -69,69 +75,117 @@ impl Mechanism {
     }
 }
 
-/// One configured source.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Source {
-    /// Files matching patterns.
-    File(FileSd),
-    /// An endpoint, or a registry (boxed: the larger by far).
-    Http(Box<HttpSd>),
+/// One discovery mechanism's configured source, as Prometheus's
+/// `discovery.Config` is: it names its mechanism, says how the entries of
+/// its documents are read, and runs the task that reads them. Each
+/// mechanism is one module that implements it.
+pub trait Discover: SameAs + fmt::Debug + Send + Sync {
+    /// Its mechanism.
+    fn mechanism(&self) -> Mechanism;
+
+    /// How the entries of the document read from `origin` are read: who
+    /// wrote them, their labels and bounds, and the folder relative paths
+    /// start from (`base`, unless the mechanism says otherwise).
+    fn entry_source<'a>(
+        &'a self,
+        origin: &'a Path,
+        base: &'a Path,
+        own: &'a [SocketAddr],
+    ) -> EntrySource<'a>;
+
+    /// A document's text as the entry list it stands for, when it is
+    /// written in another shape (a client config, a registry's records);
+    /// `None` when it is a list of entries already.
+    fn translate(
+        &self,
+        _origin: &Path,
+        _text: &str,
+        _env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<Translated>, ConfigError> {
+        Ok(None)
+    }
+
+    /// The local file patterns it reads, for `check-config`; none for a
+    /// source that asks an endpoint.
+    fn files(&self) -> Option<&[PathBuf]> {
+        None
+    }
+
+    /// Read now and on every change or interval, validate with `checker`
+    /// and report each refresh as source `id`, until cancelled.
+    fn run(
+        &self,
+        id: u64,
+        checker: Checker,
+        tx: mpsc::Sender<Update>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, ()>;
 }
+
+/// Equality across [`Discover`] implementations: a source configured as
+/// before keeps its task. Every `PartialEq` type has it.
+pub trait SameAs {
+    /// Whether `other` is a source of the same type, configured the same.
+    fn same_as(&self, other: &dyn Any) -> bool;
+    /// Itself, for [`SameAs::same_as`].
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: PartialEq + Any> SameAs for T {
+    fn same_as(&self, other: &dyn Any) -> bool {
+        other.downcast_ref::<T>() == Some(self)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// One configured source, of any mechanism.
+#[derive(Clone, Debug)]
+pub struct Source(Arc<dyn Discover>);
 
 impl Source {
-    /// Its mechanism.
-    pub fn mechanism(&self) -> Mechanism {
-        match self {
-            Source::File(FileSd {
-                client: Some(_), ..
-            }) => Mechanism::ClientConfig,
-            Source::File(_) => Mechanism::File,
-            Source::Http(h) if h.registry.is_some() => Mechanism::Registry,
-            Source::Http(_) => Mechanism::Http,
-        }
+    /// A source of the mechanism `discover` implements.
+    pub fn new(discover: impl Discover + 'static) -> Source {
+        Source(Arc::new(discover))
     }
 
-    fn entry_source<'a>(&'a self, base: &'a Path, own: &'a [SocketAddr]) -> EntrySource<'a> {
-        match self {
-            Source::File(f) => EntrySource {
-                trust: Trust::Local,
-                // Client configs arrive translated, as JSON.
-                format: if f.client.is_some() {
-                    Format::Json
-                } else {
-                    Format::Yaml
-                },
-                labels: &f.labels,
-                base,
-                max_servers: f.max_servers,
-                own_addresses: own,
-            },
-            Source::Http(h) => EntrySource {
-                trust: Trust::Remote {
-                    allow_stdio: h.allow_stdio,
-                },
-                format: Format::Json,
-                labels: &h.labels,
-                base,
-                max_servers: h.max_servers,
-                own_addresses: own,
-            },
-        }
+    /// Its mechanism.
+    pub fn mechanism(&self) -> Mechanism {
+        self.0.mechanism()
     }
 }
 
-/// Every source of a config, in the order duplicates are settled by.
+impl std::ops::Deref for Source {
+    type Target = dyn Discover;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
+impl PartialEq for Source {
+    fn eq(&self, other: &Source) -> bool {
+        self.0.same_as(other.0.as_any())
+    }
+}
+
+/// Every source of a config, in the order duplicates are settled by: the
+/// one place that knows which config key is which mechanism.
 pub fn sources(config: &Config) -> Vec<Source> {
-    let files = config.file_sd.iter().cloned().map(Source::File);
-    files
-        .chain(
-            config
-                .http_sd
-                .iter()
-                .cloned()
-                .map(|h| Source::Http(Box::new(h))),
-        )
-        .collect()
+    let files = config.file_sd.iter().map(|f| match f.client {
+        Some(format) => Source::new(clients::ClientConfigs {
+            sd: f.clone(),
+            format,
+        }),
+        None => Source::new(file::Files(f.clone())),
+    });
+    let endpoints = config.http_sd.iter().map(|h| match h.registry {
+        Some(_) => Source::new(registry::Registry(h.clone())),
+        None => Source::new(http::Endpoint(h.clone())),
+    });
+    files.chain(endpoints).collect()
 }
 
 /// Every file `patterns` match, read (for `check-config`, and the file task).
@@ -180,197 +234,6 @@ pub struct Update {
 /// (shutdown).
 async fn report(tx: &mpsc::Sender<Update>, source: u64, documents: Vec<Checked>) -> bool {
     tx.send(Update { source, documents }).await.is_ok()
-}
-
-/// What a source task validates its documents against, and what it
-/// already validated.
-pub struct Checker {
-    source: Source,
-    base: PathBuf,
-    own: Arc<[SocketAddr]>,
-    env: fn(&str) -> Option<String>,
-    global: watch::Receiver<Arc<TunablesFile>>,
-    /// A fingerprint of each document's last text.
-    seen: HashMap<PathBuf, u64>,
-}
-
-impl Checker {
-    /// Validate what changed since the last call (everything, after a
-    /// change of `global:`), off the runtime's workers.
-    pub async fn check(&mut self, documents: Vec<Document>) -> Vec<Checked> {
-        if self.global.has_changed().unwrap_or(false) {
-            self.global.mark_unchanged();
-            self.seen.clear();
-        }
-        let mut out = Vec::with_capacity(documents.len());
-        let mut todo = Vec::new();
-        for doc in documents {
-            let fingerprint = doc.text.as_ref().ok().map(|t| fingerprint(t.as_bytes()));
-            if fingerprint.is_some() && self.seen.get(&doc.origin) == fingerprint.as_ref() {
-                out.push(Checked::Same(doc.origin));
-                continue;
-            }
-            match fingerprint {
-                Some(f) => {
-                    self.seen.insert(doc.origin.clone(), f);
-                }
-                None => {
-                    self.seen.remove(&doc.origin);
-                }
-            }
-            todo.push(doc);
-        }
-        self.seen.retain(|origin, _| {
-            out.iter().any(|c| c.origin() == origin) || todo.iter().any(|d| &d.origin == origin)
-        });
-        if todo.is_empty() {
-            return out;
-        }
-        let (source, base, own, env) = (
-            self.source.clone(),
-            self.base.clone(),
-            self.own.clone(),
-            self.env,
-        );
-        let global = self.global.borrow().clone();
-        let checked = tokio::task::spawn_blocking(move || {
-            todo.into_iter()
-                .map(|doc| {
-                    let parsed = validate(&doc, &source, &global, &base, &own, &env);
-                    Checked::Fresh(doc.origin, parsed)
-                })
-                .collect::<Vec<_>>()
-        })
-        .await;
-        match checked {
-            Ok(fresh) => out.extend(fresh),
-            Err(e) => tracing::error!(error = %e, "discovery: validation failed"),
-        }
-        out
-    }
-
-    /// Resolves when `global:` changes (the documents must be validated
-    /// again); never, once the main loop is gone.
-    pub async fn global_changed(&mut self) {
-        if self.global.changed().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
-}
-
-/// A cheap fingerprint of a document's text.
-fn fingerprint(bytes: &[u8]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut h);
-    h.finish()
-}
-
-/// Validate one document of `source`: its entries, or why it is unusable.
-fn validate(
-    doc: &Document,
-    source: &Source,
-    global: &TunablesFile,
-    base: &Path,
-    own: &[SocketAddr],
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Entries, ConfigError> {
-    let text = (doc.text.as_ref()).map_err(|e| ConfigError::whole_file(&doc.origin, e.clone()))?;
-    // Relative paths in a file are read from that file's directory.
-    let base = match source {
-        Source::File(_) => doc.origin.parent().unwrap_or(base),
-        Source::Http(_) => base,
-    };
-    let entry_source = source.entry_source(base, own);
-    let translated = match source {
-        Source::File(FileSd {
-            client: Some(format),
-            ..
-        }) => {
-            let home = env("HOME").unwrap_or_default();
-            clients::as_entries(&doc.origin, text, *format, env, &home)?
-        }
-        Source::Http(h) if h.registry.is_some() => {
-            crate::config::registry::as_entries(&doc.origin, text)?
-        }
-        _ => return crate::config::parse_entries(&doc.origin, text, global, &entry_source, env),
-    };
-    let mut entries =
-        crate::config::parse_entries(&doc.origin, &translated.json, global, &entry_source, env)?;
-    translated.place(&mut entries);
-    Ok(entries)
-}
-
-/// What `check-config` found in the file_sd documents.
-#[derive(Debug, Default)]
-pub struct FileCheck {
-    /// Servers the documents would add.
-    pub servers: usize,
-    /// Every problem: unreadable files, rejected entries, duplicates.
-    pub problems: Vec<String>,
-    /// Risky but valid settings.
-    pub warnings: Vec<String>,
-}
-
-/// Every file_sd document of `config`, read and validated as the running
-/// service would (for `check-config`).
-pub fn check_files(config: &Config) -> FileCheck {
-    let (resolved, reports) = read_all_files(config);
-    let mut check = FileCheck {
-        servers: resolved.counts.values().sum(),
-        ..FileCheck::default()
-    };
-    for report in &reports {
-        let failures = report.failures.iter().map(|(_, e)| e.to_string());
-        check.problems.extend(failures);
-        for (_, reason, _, errors) in &report.rejected {
-            // A client config's entry that needs a person is theirs to
-            // finish, not an error in what mcpmon was given.
-            let into = if *reason == Rejection::NeedsConfiguration {
-                &mut check.warnings
-            } else {
-                &mut check.problems
-            };
-            into.extend(errors.iter().map(|e| e.to_string()));
-        }
-        check
-            .warnings
-            .extend(report.warnings.iter().map(|w| w.to_string()));
-    }
-    check
-        .problems
-        .extend(resolved.duplicates.iter().map(|(_, d)| d.clone()));
-    check
-}
-
-/// What each file source would add, and its report.
-fn read_all_files(config: &Config) -> (Resolved, Vec<Report>) {
-    let env = |name: &str| std::env::var(name).ok();
-    let base = config.path.parent().unwrap_or(Path::new("."));
-    let mut found = Discovered::default();
-    let mut reports = Vec::new();
-    let sources: Vec<(u64, Source)> = sources(config)
-        .into_iter()
-        .filter(|s| matches!(s, Source::File(_)))
-        .zip(0..)
-        .map(|(s, i)| (i, s))
-        .collect();
-    found.set_sources(sources.clone());
-    for (id, source) in sources {
-        let Source::File(sd) = &source else { continue };
-        let documents = read_files(&sd.files)
-            .into_iter()
-            .map(|doc| {
-                let parsed = validate(&doc, &source, &config.global, base, &[], &env);
-                Checked::Fresh(doc.origin, parsed)
-            })
-            .collect();
-        reports.push(found.update(Update {
-            source: id,
-            documents,
-        }));
-    }
-    (found.resolve(config, Shard::default()), reports)
 }
 
 /// The running source tasks.
@@ -431,25 +294,8 @@ impl Discovery {
             let tx = self.tx.clone();
             let mut global = self.global.subscribe();
             global.mark_unchanged();
-            let checker = Checker {
-                source: source.clone(),
-                base: self.base.clone(),
-                own: self.own.clone(),
-                env: |name| std::env::var(name).ok(),
-                global,
-                seen: HashMap::new(),
-            };
-            match source.clone() {
-                Source::File(f) => {
-                    tokio::spawn(file::run(id, f, checker, tx, cancel.clone()));
-                }
-                Source::Http(h) if h.registry.is_some() => {
-                    tokio::spawn(registry::run(id, *h, checker, tx, cancel.clone()));
-                }
-                Source::Http(h) => {
-                    tokio::spawn(http::run(id, *h, checker, tx, cancel.clone()));
-                }
-            }
+            let checker = Checker::new(source.clone(), self.base.clone(), self.own.clone(), global);
+            tokio::spawn(source.run(id, checker, tx, cancel.clone()));
             self.running.push((id, source.clone(), cancel));
         }
         for (_, _, cancel) in old {

@@ -8,16 +8,58 @@
 //! at most [`MAX_WALK_BYTES`]. A walk that fails leaves the last good list
 //! in place; the next one starts over from the beginning.
 
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::http::{MAX_REQUEST, client, fetch, shown_url};
-use super::{Checker, Document, Update};
-use crate::config::HttpSd;
+use super::http::{MAX_REQUEST, client, fetch, remote, shown_url};
+use super::{Checker, Discover, Document, Mechanism, Update};
+use crate::config::clients::Translated;
 use crate::config::registry::{Kept, read_page};
+use crate::config::{ConfigError, EntrySource, HttpSd};
+
+/// A `registry_sd_configs` entry.
+#[derive(Debug, PartialEq)]
+pub(super) struct Registry(pub(super) HttpSd);
+
+impl Discover for Registry {
+    fn mechanism(&self) -> Mechanism {
+        Mechanism::Registry
+    }
+
+    fn entry_source<'a>(
+        &'a self,
+        _origin: &'a Path,
+        base: &'a Path,
+        own: &'a [SocketAddr],
+    ) -> EntrySource<'a> {
+        remote(&self.0, base, own)
+    }
+
+    /// A walk's kept records, as entries.
+    fn translate(
+        &self,
+        origin: &Path,
+        text: &str,
+        _env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<Translated>, ConfigError> {
+        crate::config::registry::as_entries(origin, text).map(Some)
+    }
+
+    fn run(
+        &self,
+        id: u64,
+        checker: Checker,
+        tx: mpsc::Sender<Update>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(run(id, self.0.clone(), checker, tx, cancel))
+    }
+}
 
 /// Servers asked for per page (the registry's own maximum is 100).
 const PAGE: usize = 100;
@@ -30,7 +72,7 @@ const MAX_WALK_BYTES: usize = 256 << 20;
 const MAX_WALK: Duration = Duration::from_secs(300);
 
 /// Walk now and every interval until cancelled.
-pub(super) async fn run(
+async fn run(
     id: u64,
     sd: HttpSd,
     mut checker: Checker,

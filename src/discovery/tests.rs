@@ -1,9 +1,15 @@
 //! Merging, settling duplicates, keeping last good lists and sharding,
 //! with documents handed in directly (no tasks, no I/O).
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use tokio::sync::watch;
+
+use super::check::validate;
 use super::*;
+use crate::config::Rejection;
 
 fn config(yaml: &str) -> Config {
     crate::config::parse(Path::new("/etc/mcpmon/fleet.yaml"), yaml, &|_| None).expect("valid")
@@ -316,14 +322,7 @@ async fn a_source_task_validates_only_what_changed_and_everything_when_global_do
     let c = config(MAIN);
     let file = sources(&c).remove(0);
     let (global_tx, global) = watch::channel(Arc::new(c.global.clone()));
-    let mut checker = Checker {
-        source: file,
-        base: PathBuf::from("/etc/mcpmon"),
-        own: Arc::new([]),
-        env: |_| None,
-        global,
-        seen: HashMap::new(),
-    };
+    let mut checker = Checker::new(file, PathBuf::from("/etc/mcpmon"), Arc::new([]), global);
     let text = "- { id: f1, transport: http, url: \"http://h/mcp\" }\n";
     let interval = |checked: &[Checked]| match checked {
         [Checked::Fresh(_, Ok(e))] => Some(e.servers[0].0.settings.ping_interval.0.as_secs()),
