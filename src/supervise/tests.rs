@@ -1,5 +1,5 @@
 //! The supervisor and the state owner together, against scripted fake
-//! sessions, under paused time: what the README promises about busy, stuck
+//! sessions, under paused time: what docs/verdict.md promises about busy, stuck
 //! and dead servers, proven in milliseconds of real time.
 
 use std::sync::Arc;
@@ -301,7 +301,7 @@ fn script(c: Case) -> Script {
     s
 }
 
-/// What the README promises for a case, checked on its timeline.
+/// What docs/verdict.md promises for a case, checked on its timeline.
 fn check(c: Case, line: &[(Duration, State, Reason)], attempts: u64) {
     let after = |t: Duration| line.iter().filter(move |(at, _, _)| *at >= t);
     let before = |t: Duration| line.iter().filter(move |(at, _, _)| *at < t);

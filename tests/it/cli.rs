@@ -446,7 +446,7 @@ fn logs_to_a_pipe_are_plain_and_an_unreachable_server_is_not_an_error() {
 #[test]
 fn json_log_fields_are_the_documented_ones() {
     require!(installed("tests/node/node_modules"));
-    // The README's "Logs" section lists these; dashboards and log queries
+    // docs/running.md's "Logs" section lists these; dashboards and log queries
     // are built on them, so a rename must fail here first.
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("fleet.yaml");

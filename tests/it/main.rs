@@ -14,6 +14,7 @@ mod clients;
 mod compat;
 mod conditions;
 mod config;
+mod docs;
 mod faults;
 mod fuzz_regressions;
 mod hostile;

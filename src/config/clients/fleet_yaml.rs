@@ -43,7 +43,7 @@ pub fn fleet_yaml(configs: &[(std::path::PathBuf, ClientConfig)]) -> String {
     out
 }
 
-/// An entry's keys in the order the README writes them.
+/// An entry's keys in the order docs/configuration.md writes them.
 fn in_order(entry: &Map<String, Value>) -> yaml_serde::Value {
     const ORDER: [&str; 10] = [
         "id",
