@@ -8,6 +8,8 @@
 //! - [`conditions`]: the latest outcome of each condition users wrote.
 //! - [`evidence`]: per-server evidence turned into verdict input, status and timeline.
 //! - [`series`]: per-server counters and histograms, as data.
+//! - `entry`: what one observation changes for its server, told apart in
+//!   one place.
 //! - [`owner`]: the task that applies messages and publishes snapshots.
 //! - [`operations`]: what the owner tells an operations sink (OTLP) per probe.
 //!
@@ -15,6 +17,7 @@
 //! supervisors.
 
 pub mod conditions;
+mod entry;
 pub mod evidence;
 pub mod operations;
 pub mod owner;

@@ -5,6 +5,11 @@
 //! because a server's status and counters are published together,
 //! `/metrics` and `/health` of one generation always agree.
 //!
+//! What one observation changes for its server is [`Entry::apply`]'s to
+//! say; this
+//! file keeps the fleet: servers added and removed, the running counts,
+//! maintenance windows, readiness and publishing.
+//!
 //! Publishing is coalesced (at most every [`PUBLISH_EVERY`]) and driven by
 //! messages: an idle fleet wakes the owner for nothing, and a probe sent
 //! waits (up to [`QUIET_LAG`]) to be published with its result.
@@ -17,8 +22,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::entry::Entry;
 use super::evidence::Tracker;
-use super::operations::{Operation, Operations, Peer, SessionEnd};
+use super::operations::Operations;
 use super::series::Series;
 use super::snapshot::{ServerRecord, Snapshot, Summary};
 use super::verdict::{Reason, State, Transition};
@@ -26,7 +32,6 @@ use super::{Msg, Observation};
 #[cfg(test)]
 use crate::config::Settings;
 use crate::config::{FleetPolicy, ServerSpec, TransportSpec};
-use crate::probe::FailureReason;
 
 /// Longest delay between a change and its appearance in snapshots.
 pub const PUBLISH_EVERY: Duration = Duration::from_millis(100);
@@ -42,126 +47,6 @@ fn quiet(msg: &Msg) -> bool {
         msg,
         Msg::Server(_, Observation::Sent(_) | Observation::Skipped(_))
     )
-}
-
-/// What the owner keeps per server beside the published record.
-struct Entry {
-    tracker: Tracker,
-    stuck: tokio::sync::watch::Sender<u64>,
-    /// Sessions opened so far; a rebuild request names the current one.
-    sessions: u64,
-    /// The session a rebuild was already requested for.
-    stuck_sent: u64,
-    progress_seen: u64,
-    /// The conventions' `server.address` and `server.port`, for the sink.
-    peer: Option<Peer>,
-    /// When the open session opened, for its duration.
-    opened_at: Option<Instant>,
-    /// The health tool's name, for the sink.
-    health_tool: Arc<str>,
-}
-
-impl Entry {
-    /// Hand `obs` to the tracker (logging what is news); the transition it
-    /// causes, if any.
-    fn track(
-        &mut self,
-        id: &str,
-        series: &mut Series,
-        obs: Observation,
-        now: Instant,
-    ) -> Option<Transition> {
-        let t = &mut self.tracker;
-        match obs {
-            Observation::Opened {
-                era,
-                info,
-                tools,
-                handshake,
-                ..
-            } => {
-                self.sessions += 1;
-                self.progress_seen = 0;
-                let count = tools.as_ref().map_or(0, |t| t.tools.len());
-                if let Some(surface) = tools {
-                    record_tools(id, t, series, surface);
-                }
-                tracing::info!(
-                    server = %id,
-                    era = ?era,
-                    protocol = %info.protocol_version,
-                    server_name = %info.name,
-                    server_version = %info.version,
-                    tools = count,
-                    handshake_ms = handshake.as_millis() as u64,
-                    "session opened"
-                );
-                t.session_opened(era, info, handshake, now)
-            }
-            Observation::Tools { tools, .. } => {
-                record_tools(id, t, series, tools);
-                t.tick(now)
-            }
-            Observation::Down {
-                loss,
-                detail,
-                was_open,
-            } => {
-                let reason = Reason::from(loss);
-                // Once per change: a lost session, or a new kind of failure.
-                // Retries failing the same way are expected; they log at debug.
-                let detail = t.scrub(&detail);
-                if was_open || t.down_reason() != Some(reason) {
-                    let what = if was_open {
-                        "session lost"
-                    } else {
-                        "cannot open session"
-                    };
-                    tracing::warn!(server = %id, reason = reason.as_str(), detail = %detail, "{what}");
-                } else {
-                    tracing::debug!(server = %id, reason = reason.as_str(), detail = %detail, "cannot open session, again");
-                }
-                t.link_down(reason, &detail, now)
-            }
-            Observation::Skipped(_) | Observation::Tick => t.tick(now),
-            Observation::Late(_, timeout) => t.liveness_late(timeout, now),
-            Observation::Probe { outcome, was_late } => {
-                if let Err(f) = &outcome.result
-                    && outcome.failure() != Some(FailureReason::Throttled)
-                {
-                    tracing::debug!(server = %id, probe = outcome.kind.as_str(), error = %t.scrub(&f.detail), "probe failed");
-                }
-                t.probe(&outcome, was_late, now)
-            }
-            Observation::Process(sample) => t.process(&sample, now),
-            Observation::Task(seen) => {
-                t.task(*seen, now);
-                t.tick(now)
-            }
-            Observation::Checked(checked) => t.conditions_checked(&checked, now),
-            Observation::Progress(p) => {
-                if p.count != self.progress_seen {
-                    self.progress_seen = p.count;
-                    t.activity(now);
-                }
-                t.tick(now)
-            }
-            Observation::Connecting { .. }
-            | Observation::Closed
-            | Observation::Sent(_)
-            | Observation::Credentials(_)
-            | Observation::Certificate(_) => None,
-        }
-    }
-
-    /// Ask the supervisor to rebuild the session once it is judged stuck
-    /// (once per session).
-    fn rebuild_if_stuck(&mut self, now: Instant) {
-        if self.tracker.is_stuck(now) && self.stuck_sent != self.sessions {
-            self.stuck_sent = self.sessions;
-            self.stuck.send_replace(self.sessions);
-        }
-    }
 }
 
 /// The owner's state; [`run`] drives it, tests call [`Owner::apply`] directly.
@@ -224,19 +109,7 @@ impl Owner {
         if let Some(old) = self.snap.servers.insert(id.clone(), Arc::new(record)) {
             count(&mut self.snap.counts, key(&old.status), -1);
         }
-        self.entries.insert(
-            id,
-            Entry {
-                tracker,
-                stuck,
-                sessions: 0,
-                stuck_sent: 0,
-                progress_seen: 0,
-                peer: Peer::of(spec),
-                opened_at: None,
-                health_tool: Arc::from(spec.settings.health_check_tool.as_str()),
-            },
-        );
+        self.entries.insert(id, Entry::new(spec, tracker, stuck));
     }
 
     fn event(&mut self, id: &Arc<str>, obs: Observation, now: Instant) {
@@ -245,26 +118,17 @@ impl Owner {
         else {
             return;
         };
-        // Observations that only count leave the verdict as it was; copying
-        // the status (strings and lists) for them would be half the work.
-        let judged = !matches!(
-            obs,
-            Observation::Connecting { .. }
-                | Observation::Closed
-                | Observation::Sent(_)
-                | Observation::Credentials(_)
-                | Observation::Certificate(_)
-        );
         let record = Arc::make_mut(record);
-        record.series.record(&obs);
-        let told = self.ops.as_ref().and_then(|_| Told::of(entry, &obs, now));
-        if let Some(tr) = entry.track(id, &mut record.series, obs, now) {
+        let applied = entry.apply(&mut record.series, obs, now);
+        if let Some(tr) = applied.transition {
             record.series.state_changes += 1;
             log_transition(id, tr, &entry.tracker.status().detail);
         }
         entry.rebuild_if_stuck(now);
         let before = key(&record.status);
-        if judged {
+        // Observations that only count leave the verdict as it was; copying
+        // the status (strings and lists) for them would be half the work.
+        if applied.judged {
             let window = record.status.maintenance.take();
             record.status = entry.tracker.status().clone();
             record.status.maintenance = window;
@@ -279,7 +143,7 @@ impl Owner {
             count(&mut self.snap.counts, before, -1);
             count(&mut self.snap.counts, key(&record.status), 1);
         }
-        if let (Some(ops), Some(told)) = (&self.ops, told) {
+        if let (Some(ops), Some(told)) = (&self.ops, applied.told) {
             told.tell(ops.as_ref(), &record.status, entry);
         }
     }
@@ -312,63 +176,6 @@ impl Owner {
     #[cfg(test)]
     pub fn counts(&self) -> &Summary {
         &self.snap.counts
-    }
-}
-
-/// What an observation tells the operations sink, taken before the
-/// tracker consumes it and told once the status is judged.
-enum Told {
-    Probe(crate::probe::ProbeOutcome),
-    SessionEnd(Duration, Option<&'static str>),
-}
-
-impl Told {
-    fn of(entry: &mut Entry, obs: &Observation, now: Instant) -> Option<Told> {
-        let ended = |entry: &mut Entry, error| {
-            let opened = entry.opened_at.take()?;
-            Some(Told::SessionEnd(
-                now.saturating_duration_since(opened),
-                error,
-            ))
-        };
-        match obs {
-            Observation::Probe { outcome, .. } => Some(Told::Probe(outcome.clone())),
-            Observation::Opened { .. } => {
-                entry.opened_at = Some(now);
-                None
-            }
-            Observation::Down { loss, .. } => ended(entry, Some(Reason::from(*loss).as_str())),
-            Observation::Closed => ended(entry, None),
-            _ => None,
-        }
-    }
-
-    fn tell(self, ops: &dyn Operations, status: &super::snapshot::ServerStatus, entry: &Entry) {
-        let peer = entry.peer.as_ref();
-        match self {
-            Told::Probe(outcome) => {
-                ops.operation(&Operation::of(status, peer, &entry.health_tool, &outcome))
-            }
-            Told::SessionEnd(duration, error) => ops.session_ended(&SessionEnd {
-                status,
-                peer,
-                duration,
-                error,
-            }),
-        }
-    }
-}
-
-/// Take a tool listing: count a changed surface and log what changed.
-fn record_tools(
-    id: &str,
-    t: &mut Tracker,
-    series: &mut Series,
-    surface: crate::transport::tools::ToolSurface,
-) {
-    if let Some(diff) = t.tools_listed(surface) {
-        series.tools_changes += 1;
-        tracing::info!(server = %id, changes = %diff, "tool surface changed");
     }
 }
 

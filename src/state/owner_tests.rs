@@ -2,7 +2,7 @@
 //! series it keeps.
 
 use super::*;
-use crate::probe::ProbeKind;
+use crate::probe::{FailureReason, ProbeKind};
 use crate::state::Loss;
 use crate::state::testing::{add, answered, event, opened, spec};
 use crate::transport::LinkFailure;

@@ -4,7 +4,7 @@
 //! renders exactly what `/health` shows for the same generation. Rendering
 //! lives in [`crate::output::metrics`].
 
-use super::Observation;
+use super::Loss;
 use crate::probe::{Answer, Deadline, FailureReason, ProbeKind};
 use crate::state::verdict::Reason;
 
@@ -185,71 +185,78 @@ impl Series {
         s
     }
 
-    /// Count what `obs` says. (What a server is and when it was last
-    /// checked are its status's to say: the series only count.)
-    pub fn record(&mut self, obs: &Observation) {
-        match obs {
-            Observation::Connecting { after } => {
-                if let Some(loss) = after {
-                    self.reconnects.inc(Reason::from(*loss));
-                }
-            }
-            Observation::Opened { health_check, .. } => {
-                self.health_check_present = *health_check;
-                // A new process counts its CPU from zero.
-                self.cpu_counted = 0.0;
-            }
-            Observation::Tools { health_check, .. } => self.health_check_present = *health_check,
-            Observation::Down { loss, was_open, .. } => {
-                if *was_open {
-                    self.session_closes.inc(Some(Reason::from(*loss)));
-                }
-            }
-            Observation::Closed => self.session_closes.inc(None),
-            Observation::Sent(kind) => self.probes.inc(*kind),
-            Observation::Skipped(kind) => self.probes_skipped.inc(*kind),
-            Observation::Late(kind, _) => {
-                self.probe_failures.inc((*kind, FailureReason::Timeout));
-            }
-            Observation::Probe { outcome, was_late } => {
-                self.probe(outcome, *was_late);
-                self.conditions(&outcome.conditions);
-            }
-            Observation::Checked(checked) => self.conditions(checked),
-            Observation::Certificate(c) => {
-                let at = c.not_after.duration_since(std::time::UNIX_EPOCH);
-                self.tls_cert_expiry = Some(at.map_or(0.0, |d| d.as_secs_f64()));
-                self.tls_version = c.version.or(self.tls_version);
-            }
-            Observation::Credentials(c) => {
-                self.token_expiry = c.map(|c| {
-                    let at = c
-                        .expires
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0.0, |d| d.as_secs_f64());
-                    (at, c.refreshable)
-                });
-            }
-            Observation::Process(sample) => {
-                // The counter only moves forward, whatever the process.
-                let cpu = sample.cpu.as_secs_f64();
-                *self.child_cpu.get_or_insert(0.0) += (cpu - self.cpu_counted).max(0.0);
-                self.cpu_counted = self.cpu_counted.max(cpu);
-                self.child_rss = Some(sample.rss_bytes);
-            }
-            Observation::Progress(p) => {
-                for i in &p.intervals {
-                    self.observe_progress_interval(*i);
-                }
-            }
-            Observation::Task(seen) => self.task_polled(seen),
-            Observation::Tick => {}
+    // What each observation counts. The owner's `apply` tells each one
+    // here (what a server is and when it was last checked are its
+    // status's to say: the series only count).
+
+    /// A connection attempt starts, after `after` ended the last one.
+    pub fn connecting(&mut self, after: Option<Loss>) {
+        if let Some(loss) = after {
+            self.reconnects.inc(Reason::from(loss));
+        }
+    }
+
+    /// A session opened (a new process counts its CPU from zero).
+    pub fn opened(&mut self, health_check: bool) {
+        self.health_check_present = health_check;
+        self.cpu_counted = 0.0;
+    }
+
+    /// A tool listing says whether the health tool is there.
+    pub fn listed(&mut self, health_check: bool) {
+        self.health_check_present = health_check;
+    }
+
+    /// A session ended: lost for `loss`, or closed by mcpmon (`None`).
+    pub fn closed(&mut self, loss: Option<Loss>) {
+        self.session_closes.inc(loss.map(Reason::from));
+    }
+
+    /// A probe was sent.
+    pub fn sent(&mut self, kind: ProbeKind) {
+        self.probes.inc(kind);
+    }
+
+    /// A probe's tick was skipped.
+    pub fn skipped(&mut self, kind: ProbeKind) {
+        self.probes_skipped.inc(kind);
+    }
+
+    /// A probe went past its timeout (its answer may still come).
+    pub fn late(&mut self, kind: ProbeKind) {
+        self.probe_failures.inc((kind, FailureReason::Timeout));
+    }
+
+    /// The HTTPS server presented a chain.
+    pub fn certificate(&mut self, c: &crate::transport::tls::PeerCertificate) {
+        self.tls_cert_expiry = Some(unix_seconds(c.not_after));
+        self.tls_version = c.version.or(self.tls_version);
+    }
+
+    /// The credentials changed (or went).
+    pub fn credentials(&mut self, c: Option<crate::transport::Credentials>) {
+        self.token_expiry = c.map(|c| (unix_seconds(c.expires), c.refreshable));
+    }
+
+    /// A sample of the child's process tree: the CPU counter only moves
+    /// forward, whatever the process.
+    pub fn process(&mut self, sample: &crate::transport::ProcessSample) {
+        let cpu = sample.cpu.as_secs_f64();
+        *self.child_cpu.get_or_insert(0.0) += (cpu - self.cpu_counted).max(0.0);
+        self.cpu_counted = self.cpu_counted.max(cpu);
+        self.child_rss = Some(sample.rss_bytes);
+    }
+
+    /// Progress notifications' intervals.
+    pub fn progress(&mut self, p: &crate::transport::Progress) {
+        for i in &p.intervals {
+            self.observe_progress_interval(*i);
         }
     }
 
     /// Count a task's polls from what each report says it has made, so a
     /// report lost on the way is made good by the next.
-    fn task_polled(&mut self, seen: &crate::probe::task::TaskSeen) {
+    pub fn task_polled(&mut self, seen: &crate::probe::task::TaskSeen) {
         let Some(t) = self.tool_calls.iter_mut().find(|t| *t.tool == *seen.tool) else {
             return;
         };
@@ -261,13 +268,18 @@ impl Series {
         t.task_counted = Some((seen.task_id.clone(), seen.polls.max(before)));
     }
 
-    fn conditions(&mut self, checked: &[crate::probe::conditions::Checked]) {
+    /// Conditions evaluated: count the ones that did not hold.
+    pub fn conditions(&mut self, checked: &[crate::probe::conditions::Checked]) {
         for c in checked.iter().filter(|c| c.failure.is_some()) {
             self.condition_failures.inc(c.name.clone());
         }
     }
 
-    fn probe(&mut self, outcome: &crate::probe::ProbeOutcome, was_late: bool) {
+    /// A probe ended: its duration, its tool's series, and its failure
+    /// by reason (a late one's timeout was counted when it went late), and
+    /// the conditions it checked.
+    pub fn probed(&mut self, outcome: &crate::probe::ProbeOutcome, was_late: bool) {
+        self.conditions(&outcome.conditions);
         let secs = outcome.duration.as_secs_f64();
         match (&outcome.result, outcome.kind) {
             (Ok(_), k) if k.is_liveness() => self.observe_ping(secs),
@@ -282,7 +294,6 @@ impl Series {
             self.observe_tool_call(tool, secs, cancelled);
         }
         match outcome.failure() {
-            // A late liveness probe's timeout was counted when it went late.
             Some(FailureReason::Timeout) if was_late => {}
             Some(FailureReason::Throttled) => {
                 self.probes_skipped.inc(outcome.kind);
@@ -348,22 +359,20 @@ mod tests {
     #[test]
     fn child_cpu_only_moves_forward_and_a_new_process_counts_from_zero() {
         let mut s = Series::default();
-        let cpu = |ms| {
-            Observation::Process(ProcessSample {
-                state: RunState::Alive,
-                cpu: std::time::Duration::from_millis(ms),
-                rss_bytes: 1,
-            })
+        let cpu = |ms| ProcessSample {
+            state: RunState::Alive,
+            cpu: std::time::Duration::from_millis(ms),
+            rss_bytes: 1,
         };
-        s.record(&cpu(2500));
-        s.record(&cpu(2000));
+        s.process(&cpu(2500));
+        s.process(&cpu(2000));
         assert_eq!(
             s.child_cpu,
             Some(2.5),
             "a sample that went back counts nothing"
         );
-        s.record(&crate::state::testing::opened());
-        s.record(&cpu(1000));
+        s.opened(true);
+        s.process(&cpu(1000));
         assert_eq!(s.child_cpu, Some(3.5), "the new process's second is added");
     }
 }
