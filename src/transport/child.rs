@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -76,6 +77,8 @@ pub struct Child {
 struct Tail {
     lines: Mutex<VecDeque<String>>,
     ended: watch::Sender<bool>,
+    /// Lines it has written so far: a starting child's sign of life.
+    said: Arc<AtomicU64>,
 }
 
 impl Tail {
@@ -83,6 +86,7 @@ impl Tail {
         if line.trim().is_empty() {
             return;
         }
+        self.said.fetch_add(1, Ordering::Relaxed);
         let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
         if lines.len() == LAST_WORDS_LINES {
             lines.pop_front();
@@ -244,6 +248,11 @@ impl Child {
     /// The process id (also the process group id).
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The count of lines it has written to stderr, as it grows.
+    pub fn said(&self) -> Arc<AtomicU64> {
+        self.stderr.said.clone()
     }
 
     /// How it ended, if it has.

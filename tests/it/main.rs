@@ -33,6 +33,7 @@ mod reload;
 mod security;
 mod shape;
 mod sharding;
+mod startup;
 mod status_page;
 mod synthetic;
 mod tasks;

@@ -32,6 +32,7 @@ use crate::config::{KNOWN_VERSIONS, Protocol, ServerSpec, TransportSpec, is_mode
 
 mod http;
 mod sse;
+mod starting;
 mod stdio;
 
 pub(super) use http::open_http;

@@ -2,6 +2,7 @@
 //! pipes, detection and `initialize` on the same process; when a child
 //! fails, its exit and last words are the detail.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,12 +12,14 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
+use super::starting::{Clock, Life, within};
 use super::{
     Opened, Plan, Started, discover_mode, discover_share, finish, flooded, latest_legacy, shown,
 };
 use crate::config::ServerSpec;
 use crate::transport::budget::{Meter, Metered, MeteredRead};
 use crate::transport::child::{self, Child};
+use crate::transport::procstat;
 use crate::transport::session::{Activity, MAX_LINE_BYTES, McpSession, Monitor};
 use crate::transport::{LinkFailure, OpenError, truncate};
 
@@ -29,8 +32,10 @@ pub(super) struct Failed {
     pub request: &'static str,
     /// What detection tried before, when the failure is `initialize`'s.
     pub tried: Option<String>,
-    /// The time the whole handshake had.
+    /// The silence the whole handshake allowed.
     pub within: Duration,
+    /// How long it ran, when the child's life stretched it past `within`.
+    pub stretched: Option<Duration>,
 }
 
 impl Failed {
@@ -42,11 +47,19 @@ impl Failed {
                 self.request,
                 crate::transport::error::error_chain(e)
             ),
-            None => format!(
-                "no answer to {} within {}",
-                self.request,
-                shown(self.within)
-            ),
+            None => match self.stretched {
+                Some(ran) => format!(
+                    "no answer to {} in {} (the process was busy starting for part of it; {} of silence allowed)",
+                    self.request,
+                    shown(ran),
+                    shown(self.within)
+                ),
+                None => format!(
+                    "no answer to {} within {}",
+                    self.request,
+                    shown(self.within)
+                ),
+            },
         };
         match &self.tried {
             Some(t) => format!("{what} (server/discover was tried first: {t})"),
@@ -72,24 +85,80 @@ impl Failed {
     }
 }
 
-/// The handshake over one pair of pipes, `plan` followed until `until`.
+/// A handshake's clock, and how to read the life of the child it waits
+/// for (see `starting`).
+pub(super) struct Start {
+    clock: Clock,
+    life: Box<dyn FnMut() -> Life + Send>,
+    began: Instant,
+}
+
+impl Start {
+    /// A fixed deadline `within` from now: no child to read, so no
+    /// evidence moves it.
+    #[cfg(test)]
+    pub(super) fn fixed(within: Duration) -> Start {
+        let now = Instant::now();
+        Start {
+            clock: Clock::new(within, within, now, Life::default()),
+            life: Box::new(Life::default),
+            began: now,
+        }
+    }
+
+    /// `child`'s start: `budget` of silence, stretched while it uses CPU
+    /// or writes to stderr, up to the stated cap.
+    fn of(child: &Child, budget: Duration) -> Start {
+        let (pid, said) = (child.pid(), child.said());
+        let life = move || Life {
+            cpu: procstat::sample(pid).map_or(Duration::ZERO, |s| s.cpu),
+            said: said.load(std::sync::atomic::Ordering::Relaxed),
+        };
+        let now = Instant::now();
+        Start {
+            clock: Clock::capped(budget, now, life()),
+            life: Box::new(life),
+            began: now,
+        }
+    }
+
+    /// Run `work` until it ends or the child has been silent for `limit`
+    /// of the clock (all of its budget when `None`).
+    async fn run<T>(
+        &mut self,
+        work: impl Future<Output = T>,
+        limit: Option<Duration>,
+    ) -> Option<T> {
+        let limit = limit.unwrap_or(self.clock.budget());
+        within(work, &mut self.clock, limit, &mut self.life).await
+    }
+
+    /// What a failure says of the time: the silence allowed, and how long
+    /// it ran when the child's life stretched it.
+    fn spent(&self) -> (Duration, Option<Duration>) {
+        let stretched = self.clock.stretched().then(|| self.began.elapsed());
+        (self.clock.budget(), stretched)
+    }
+}
+
+/// The handshake over one pair of pipes, `plan` followed on `start`'s
+/// clock.
 pub(super) async fn handshake<R, W>(
     handler: &Monitor,
     read: R,
     write: W,
     meter: &Arc<Meter>,
     plan: &Plan,
-    until: Instant,
+    start: Start,
 ) -> Result<Opened, Failed>
 where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    let pipes = Pipes {
+    let mut pipes = Pipes {
         handler,
         meter,
-        until,
-        within: until.saturating_duration_since(Instant::now()),
+        start,
     };
     let transport = AsyncRwTransport::new_client(MeteredRead::new(read, meter.clone()), write)
         .with_max_line_length(MAX_LINE_BYTES);
@@ -119,15 +188,13 @@ where
 struct Pipes<'a> {
     handler: &'a Monitor,
     meter: &'a Arc<Meter>,
-    until: Instant,
-    /// The time it had when it began.
-    within: Duration,
+    start: Start,
 }
 
 impl Pipes<'_> {
     /// Serve `transport` in `mode` until the deadline.
     async fn serve<T>(
-        &self,
+        &mut self,
         transport: T,
         mode: ClientLifecycleMode,
         request: &'static str,
@@ -141,61 +208,69 @@ impl Pipes<'_> {
         if tried.is_some() {
             metered = metered.shifted();
         }
-        let served = tokio::time::timeout_at(
-            self.until,
-            self.handler.clone().serve_with_lifecycle(metered, mode),
-        )
-        .await;
+        let served = self
+            .start
+            .run(
+                self.handler.clone().serve_with_lifecycle(metered, mode),
+                None,
+            )
+            .await;
         let error = match served {
-            Ok(Ok(service)) => return Ok(service),
-            Ok(Err(e)) => Some(e),
-            Err(_) => None,
+            Some(Ok(service)) => return Ok(service),
+            Some(Err(e)) => Some(e),
+            None => None,
         };
+        let (within, stretched) = self.start.spent();
         Err(Failed {
             error,
             request,
             tried,
-            within: self.within,
+            within,
+            stretched,
         })
     }
 
     /// `server/discover`, then `initialize` on the same pipes if the answer
-    /// was not modern (or there was none in time).
-    async fn detect<T>(&self, transport: T) -> Result<Opened, Failed>
+    /// was not modern (or there was none while the process showed life
+    /// for its share of the silence: a process still starting has said
+    /// nothing of its era).
+    async fn detect<T>(&mut self, transport: T) -> Result<Opened, Failed>
     where
         T: rmcp::transport::Transport<RoleClient> + Send + 'static,
     {
-        let share = discover_share(self.within);
+        let share = discover_share(self.start.clock.budget());
         let slot = Arc::new(Mutex::new(None));
-        let first = tokio::time::timeout_at(
-            Instant::now() + share,
-            self.handler.clone().serve_with_lifecycle(
-                Metered::returning(transport, self.meter.clone(), slot.clone()),
-                discover_mode(),
-            ),
-        )
-        .await;
+        let discover = self.handler.clone().serve_with_lifecycle(
+            Metered::returning(transport, self.meter.clone(), slot.clone()),
+            discover_mode(),
+        );
+        let first = self.start.run(discover, Some(share)).await;
+        let (within, stretched) = self.start.spent();
         let (tried, conclusive) = match first {
-            Ok(Ok(service)) => {
+            Some(Ok(service)) => {
                 return Ok(Opened {
                     service,
                     conclusive: true,
                 });
             }
-            Ok(Err(e)) => {
+            Some(Err(e)) => {
                 let text = truncate(&crate::transport::error::error_chain(&e), 300);
                 let failed = Failed {
                     error: Some(e),
                     request: "server/discover",
                     tried: None,
-                    within: self.within,
+                    within,
+                    stretched,
                 };
                 if failed.closed() {
                     return Err(failed);
                 }
                 (text, true)
             }
-            Err(_) => (format!("no answer within {}", shown(share)), false),
+            None => (
+                format!("no answer within {} of silence", shown(share)),
+                false,
+            ),
         };
         let taken = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
         let Some(transport) = taken else {
@@ -203,7 +278,8 @@ impl Pipes<'_> {
                 error: None,
                 request: "server/discover",
                 tried: None,
-                within: self.within,
+                within,
+                stretched,
             });
         };
         tracing::debug!(tried = %tried, "server/discover was not answered as modern; initialize follows");
@@ -289,13 +365,14 @@ async fn stdio_attempt(
     let handler = Monitor::new(activity.clone(), plan.legacy_version());
     let meter = Arc::new(Meter::default());
     let child = spawned.child;
+    let start = Start::of(&child, until.saturating_duration_since(Instant::now()));
     let shook = handshake(
         &handler,
         spawned.stdout,
         spawned.stdin,
         &meter,
         &plan,
-        until,
+        start,
     )
     .await;
     let failed = match shook {

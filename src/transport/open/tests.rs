@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::time::Instant;
 
-use super::stdio::{Failed, handshake};
+use super::stdio::{Failed, Start, handshake};
 use super::*;
 
 /// How a scripted peer answers.
@@ -88,8 +88,8 @@ async fn detect(peer: Peer, connect_timeout: Duration) -> (Result<Opened, Failed
     let handler = Monitor::new(Default::default(), latest_legacy());
     let meter = std::sync::Arc::new(Meter::default());
     let start = Instant::now();
-    let until = start + connect_timeout;
-    let r = handshake(&handler, read, write, &meter, &Plan::Detect, until).await;
+    let clock = Start::fixed(connect_timeout);
+    let r = handshake(&handler, read, write, &meter, &Plan::Detect, clock).await;
     (r, start.elapsed())
 }
 
