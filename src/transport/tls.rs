@@ -91,14 +91,32 @@ fn pem_error(path: &std::path::Path, what: &str) -> TlsError {
     }
 }
 
+/// The system's certificate authorities, read once per process: a fleet
+/// of thousands of HTTPS servers would otherwise parse the same bundle
+/// thousands of times. Like any client's, a bundle changed on disk is read
+/// at the next start. Unreadable certificates are skipped, as every
+/// client does.
+fn system_roots() -> Arc<rustls::RootCertStore> {
+    static ROOTS: std::sync::OnceLock<Arc<rustls::RootCertStore>> = std::sync::OnceLock::new();
+    ROOTS
+        .get_or_init(|| {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(cert);
+            }
+            Arc::new(roots)
+        })
+        .clone()
+}
+
 /// The rustls config for `spec`, with a verifier that records into `seen`.
 pub fn client_config(spec: &TlsSpec, seen: Seen) -> Result<rustls::ClientConfig, TlsError> {
     use rustls::pki_types::pem::PemObject;
     let settings = |e: rustls::Error| TlsError::Settings(e.to_string());
-    let mut roots = rustls::RootCertStore::empty();
-    match &spec.ca_file {
+    let roots = match &spec.ca_file {
         Some(ca) => {
             let pem = file(ca)?;
+            let mut roots = rustls::RootCertStore::empty();
             for cert in CertificateDer::pem_slice_iter(&pem) {
                 let cert = cert.map_err(|_| pem_error(ca, "certificate"))?;
                 roots.add(cert).map_err(settings)?;
@@ -106,21 +124,15 @@ pub fn client_config(spec: &TlsSpec, seen: Seen) -> Result<rustls::ClientConfig,
             if roots.is_empty() {
                 return Err(pem_error(ca, "certificate"));
             }
+            Arc::new(roots)
         }
-        None => {
-            // Unreadable system certificates are skipped, as every client does.
-            for cert in rustls_native_certs::load_native_certs().certs {
-                let _ = roots.add(cert);
-            }
-        }
-    }
+        None => system_roots(),
+    };
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
-        Arc::new(roots),
-        provider.clone(),
-    )
-    .build()
-    .map_err(|e| TlsError::Settings(e.to_string()))?;
+    let inner =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+            .build()
+            .map_err(|e| TlsError::Settings(e.to_string()))?;
     let server_name = match &spec.server_name {
         Some(n) => Some(
             ServerName::try_from(n.clone())
@@ -231,5 +243,19 @@ impl ServerCertVerifier for Recording {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.inner.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_system_roots_are_read_once_per_process() {
+        let spec = TlsSpec::default();
+        let a = system_roots();
+        assert!(client_config(&spec, Seen::default()).is_ok());
+        assert!(client_config(&spec, Seen::default()).is_ok());
+        assert!(Arc::ptr_eq(&a, &system_roots()));
     }
 }
