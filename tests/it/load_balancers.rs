@@ -209,7 +209,7 @@ async fn haproxy_checks_each_server_through_mcpmon_and_fails_open() {
     // mcpmon goes away: every check fails, and traffic falls back to the
     // unchecked backend instead of stopping.
     mon.signal(libc::SIGTERM);
-    assert!(mon.wait_exit(Duration::from_secs(15)).success());
+    assert!(mon.wait_exit(Duration::from_secs(15)).await.success());
     let start = Instant::now();
     while !haproxy_stat(&socket)
         .await
@@ -326,7 +326,7 @@ async fn nginx_upstreams_written_from_mcpmon_route_around_a_dead_server() {
 
     // mcpmon gone: the generator leaves the last good file, nginx keeps serving.
     mon.signal(libc::SIGTERM);
-    assert!(mon.wait_exit(Duration::from_secs(15)).success());
+    assert!(mon.wait_exit(Duration::from_secs(15)).await.success());
     let before = std::fs::read_to_string(&upstreams).expect("read");
     assert_eq!(render(), Some(2), "mcpmon unreachable");
     assert_eq!(

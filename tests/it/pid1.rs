@@ -150,7 +150,7 @@ async fn as_pid_1_mcpmon_reaps_the_orphans_of_killed_wrappers() {
         .collect();
     assert_eq!(init.len(), 1, "{init:?}");
     kill(&init, libc::SIGTERM);
-    let status = mon.wait_exit(SLACK);
+    let status = mon.wait_exit(SLACK).await;
     assert!(status.success(), "{status:?}");
     let logs = mon.logs.lock().expect("logs").join("\n");
     assert!(logs.contains("\"stopped\""), "{logs}");

@@ -202,7 +202,7 @@ async fn sigterm_closes_every_session_within_a_bound_and_exits_zero() {
     );
     let start = Instant::now();
     mon.signal(libc::SIGTERM);
-    let status = mon.wait_exit(Duration::from_secs(15));
+    let status = mon.wait_exit(Duration::from_secs(15)).await;
     assert!(status.success(), "{status}");
     eprintln!("stopped in {:?}", start.elapsed());
     assert!(pids_with_marker(&m1).is_empty() && pids_with_marker(&m2).is_empty());
@@ -214,7 +214,7 @@ async fn sigterm_closes_every_session_within_a_bound_and_exits_zero() {
 async fn sigkill_of_mcpmon_leaves_no_stdio_child() {
     let (_dir, mut mon, m1, m2) = plain_and_wrapped("k").await;
     mon.signal(libc::SIGKILL);
-    mon.wait_exit(Duration::from_secs(5));
+    mon.wait_exit(Duration::from_secs(5)).await;
     // The direct child dies with mcpmon (parent-death signal); what it
     // started sees its stdin close and exits.
     let start = Instant::now();

@@ -215,3 +215,65 @@ fn no_supervisor_picks_a_verdict_reason() {
         );
     }
 }
+
+/// Every Rust file of the tests and of `src/` (test modules included),
+/// as code only.
+fn every_file_with_tests() -> Vec<(std::path::PathBuf, String)> {
+    fn visit(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("read a folder").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                visit(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    visit(&crate::support::repo().join("tests/it"), &mut files);
+    visit(&crate::support::source::src(), &mut files);
+    files
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).expect("read");
+            (p, crate::support::source::code_only(&text))
+        })
+        .collect()
+}
+
+/// The async functions of `code` whose bodies block their thread with
+/// `std::thread::sleep`: their `fn` line.
+fn blocking_sleeps(code: &str) -> Vec<usize> {
+    let lines: Vec<&str> = code.lines().collect();
+    functions(code)
+        .into_iter()
+        .filter(|(_, line, _)| lines[line - 1].contains("async fn "))
+        .filter(|(_, line, len)| {
+            lines[line - 1..line - 1 + len]
+                .iter()
+                .any(|l| l.contains("thread::sleep"))
+        })
+        .map(|(_, line, _)| line)
+        .collect()
+}
+
+/// A blocking sleep in an async test stalls the runtime it shares with
+/// mcpmon in-process: waits go through `support::eventually`.
+#[test]
+fn no_async_function_blocks_its_thread_with_a_sleep() {
+    let mut found = Vec::new();
+    let files = every_file_with_tests();
+    assert!(files.len() > 100, "the sources were not found");
+    for (path, code) in files {
+        for line in blocking_sleeps(&code) {
+            found.push(format!("{}:{line}", path.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "std::thread::sleep in async fns:\n{}",
+        found.join("\n")
+    );
+    let planted = "fn a() {\n    std::thread::sleep(d);\n}\nasync fn b() {\n    let x = 1;\n    std::thread::sleep(d);\n}\n";
+    assert_eq!(blocking_sleeps(planted), [4]);
+}

@@ -77,7 +77,7 @@ async fn tls_and_basic_auth_from_a_web_config_file() {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     mon.signal(libc::SIGTERM);
-    assert!(mon.wait_exit(Duration::from_secs(15)).success());
+    assert!(mon.wait_exit(Duration::from_secs(15)).await.success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -395,7 +395,7 @@ async fn mtls_from_an_exporter_toolkit_web_config_and_certificates_rotate_live()
     let r = rotated.get(&url).send().await.expect("still served");
     assert_eq!(r.status(), 200);
     mon.signal(libc::SIGTERM);
-    assert!(mon.wait_exit(Duration::from_secs(15)).success());
+    assert!(mon.wait_exit(Duration::from_secs(15)).await.success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

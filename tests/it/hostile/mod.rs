@@ -164,17 +164,16 @@ async fn still_obeys(mon: &mut Binary) {
 }
 
 /// SIGTERM is acted on within 2 s, and mcpmon exits cleanly.
-fn stops_at_once(mon: &mut Binary) {
+async fn stops_at_once(mon: &mut Binary) {
     mon.signal(libc::SIGTERM);
-    let start = Instant::now();
-    while count_logs(mon, "shutting down") == 0 {
-        assert!(
-            start.elapsed() < OBEY_WITHIN,
-            "SIGTERM not acted on within {OBEY_WITHIN:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(mon.wait_exit(Duration::from_secs(20)).success());
+    eventually("SIGTERM acted on", OBEY_WITHIN, async || {
+        match count_logs(mon, "shutting down") {
+            0 => Err("no \"shutting down\" line yet"),
+            _ => Ok(()),
+        }
+    })
+    .await;
+    assert!(mon.wait_exit(Duration::from_secs(20)).await.success());
 }
 
 /// JSON log lines whose message is `message`.
@@ -285,7 +284,7 @@ async fn storm(transport: &str, era: &str, kind: &str) {
             "reason=\"message_flood\""
         )
     );
-    stops_at_once(&mut case.mon);
+    stops_at_once(&mut case.mon).await;
 }
 
 async fn storms(transport: &str, era: &str) {
@@ -420,7 +419,7 @@ async fn a_yaml_alias_bomb_in_a_file_or_an_endpoint_is_refused() {
             "the file's refusal says why"
         );
         assert!(text.contains("not JSON"), "the endpoint's refusal says why");
-        stops_at_once(&mut case.mon);
+        stops_at_once(&mut case.mon).await;
     })
     .await;
 }
@@ -453,7 +452,7 @@ async fn thousands_of_bad_entries_never_delay_signals_or_reloads() {
             .count();
         assert!(lines <= 40, "{lines} lines for one bad document");
         drop(m);
-        stops_at_once(&mut case.mon);
+        stops_at_once(&mut case.mon).await;
     })
     .await;
 }
@@ -498,7 +497,7 @@ async fn a_source_asking_for_sixty_thousand_servers_or_a_tight_loop_is_held_to_i
     let rate = (counter(&m, "mcpmon_reconnects_total", "server=\"sd") - before) / 4.0;
     eprintln!("reconnects per second: {rate:.0}");
     assert!(rate <= 100.0, "{rate:.0} reconnects a second");
-    stops_at_once(&mut case.mon);
+    stops_at_once(&mut case.mon).await;
     })
     .await;
 }
@@ -537,7 +536,7 @@ async fn discovered_entries_aimed_at_mcpmon_itself_are_refused() {
             "mcpmon reloaded itself"
         );
         still_obeys(&mut case.mon).await;
-        stops_at_once(&mut case.mon);
+        stops_at_once(&mut case.mon).await;
     })
     .await;
 }
@@ -562,7 +561,7 @@ async fn a_tool_listing_of_sixty_four_megabytes_and_endless_list_changed() {
     case.attack(RSS_BOUND_MIB).await;
     let (_, v) = case.mon.server("attacker").await;
     eprintln!("attacker after the listings: {v}");
-    stops_at_once(&mut case.mon);
+    stops_at_once(&mut case.mon).await;
     })
     .await;
 }
@@ -604,7 +603,7 @@ async fn clients_that_never_read_whole_fleet_pages_share_one_render() {
     endure(&case.mon, base, ATTACK, RSS_BOUND_MIB).await;
     still_obeys(&mut case.mon).await;
     drop(idle);
-    stops_at_once(&mut case.mon);
+    stops_at_once(&mut case.mon).await;
     })
     .await;
 }
@@ -679,7 +678,7 @@ async fn an_untrusted_source_cannot_censor_other_text_or_break_a_json_line() {
     // The operator's own secret stays hidden everywhere.
     assert!(!mon.log_text().contains("an-operator-secret"));
     drop((token, sd));
-    stops_at_once(&mut mon);
+    stops_at_once(&mut mon).await;
     })
     .await;
 }
@@ -728,7 +727,7 @@ async fn a_discovery_key_cannot_forge_a_log_line() {
     );
     drop(sd);
     mon.signal(libc::SIGTERM);
-    assert!(mon.wait_exit(Duration::from_secs(20)).success());
+    assert!(mon.wait_exit(Duration::from_secs(20)).await.success());
     })
     .await;
 }
@@ -760,7 +759,7 @@ async fn file_sd_reads_a_broken_file_once_not_on_its_own_reads() {
             "{failures} warnings for one broken file in 8 s"
         );
         still_obeys(&mut case.mon).await;
-        stops_at_once(&mut case.mon);
+        stops_at_once(&mut case.mon).await;
     })
     .await;
 }
@@ -814,7 +813,7 @@ async fn a_slow_sse_event_is_scanned_once() {
             cpu < 3.0 + pings * 0.1,
             "{cpu:.2} s of CPU for {pings} answers"
         );
-        stops_at_once(&mut case.mon);
+        stops_at_once(&mut case.mon).await;
     })
     .await;
 }

@@ -65,7 +65,7 @@ async fn a_registry_of_fifteen_megabyte_versions_is_skipped_not_kept() {
                 .contains("its version is 15728640 bytes, over 255"),
             "the log says which field"
         );
-        stops_at_once(&mut case.mon);
+        stops_at_once(&mut case.mon).await;
     })
     .await;
 }
@@ -118,7 +118,7 @@ async fn forty_thousand_registry_names_alike_are_told_apart_in_linear_time() {
             .filter_map(|s| s["id"].as_str().map(str::to_owned))
             .collect();
         assert_eq!(ids.len(), 11, "ten distinct ids and the bystander: {ids:?}");
-        stops_at_once(&mut case.mon);
+        stops_at_once(&mut case.mon).await;
     })
     .await;
 }
@@ -141,7 +141,7 @@ async fn unsolicited_listings_naming_megabyte_tools_pin_nothing() {
         // What it answers to mcpmon's own requests is right all along.
         let (_, v) = case.mon.server("attacker").await;
         assert_eq!(v["status"], "healthy", "{v}");
-        stops_at_once(&mut case.mon);
+        stops_at_once(&mut case.mon).await;
     })
     .await;
 }
@@ -182,7 +182,7 @@ async fn a_client_config_nested_twenty_thousand_deep_is_refused_and_the_monitor_
                 .contains("nested more than 128 levels deep"),
             "the log says why"
         );
-        stops_at_once(&mut case.mon);
+        stops_at_once(&mut case.mon).await;
     })
     .await;
 }
@@ -215,7 +215,7 @@ async fn a_condition_that_outruns_its_deadline_is_not_started_again_beside_itsel
             detail.contains("took over") || detail.contains("still running"),
             "the condition says it was cut short: {v}"
         );
-        stops_at_once(&mut case.mon);
+        stops_at_once(&mut case.mon).await;
     })
     .await;
 }
@@ -239,7 +239,7 @@ async fn a_legacy_sse_stream_of_empty_events_is_a_flood_like_any_other() {
             counter(m, "mcpmon_session_closes_total", "reason=\"message_flood\"") >= 1.0
         })
         .await;
-        stops_at_once(&mut case.mon);
+        stops_at_once(&mut case.mon).await;
     })
     .await;
 }

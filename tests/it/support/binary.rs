@@ -2,7 +2,7 @@
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -139,17 +139,12 @@ impl Binary {
     }
 
     pub async fn wait_status(&self, id: &str, status: &str, within: Duration) -> Value {
-        let start = Instant::now();
-        let mut last = Value::Null;
-        while start.elapsed() < within {
+        let what = format!("{id} reading {status}");
+        eventually(&what, within, async || {
             let (_, v) = self.server(id).await;
-            if v["status"] == status {
-                return v;
-            }
-            last = v;
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("{id} not {status} within {within:?}: {last}");
+            if v["status"] == status { Ok(v) } else { Err(v) }
+        })
+        .await
     }
 
     pub fn signal(&self, sig: i32) {
@@ -157,18 +152,14 @@ impl Binary {
     }
 
     /// Wait for exit, bounded; returns the status.
-    pub fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
-        let start = Instant::now();
-        loop {
-            if let Some(s) = self.child.try_wait().expect("wait") {
-                return s;
+    pub async fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        eventually("mcpmon exiting", within, async || {
+            match self.child.try_wait().expect("wait") {
+                Some(status) => Ok(status),
+                None => Err("still running"),
             }
-            assert!(
-                start.elapsed() < within,
-                "mcpmon did not exit within {within:?}"
-            );
-            std::thread::sleep(Duration::from_millis(25));
-        }
+        })
+        .await
     }
 
     pub fn log_text(&self) -> String {

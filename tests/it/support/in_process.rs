@@ -74,31 +74,24 @@ impl Monitor {
     /// Poll until the server reads `status`; returns its JSON and how long it took.
     pub async fn wait_status(&self, id: &str, status: &str, within: Duration) -> (Value, Duration) {
         let start = Instant::now();
-        let mut last = Value::Null;
-        while start.elapsed() < within {
+        let what = format!("{id} reading {status}");
+        let v = eventually(&what, within, async || {
             let (_, v) = self.server(id).await;
-            if v["status"] == status {
-                return (v, start.elapsed());
-            }
-            last = v;
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!(
-            "{id} did not read {status} within {within:?}; last seen:\n{}",
-            serde_json::to_string_pretty(&last).unwrap_or_default()
-        );
+            if v["status"] == status { Ok(v) } else { Err(v) }
+        })
+        .await;
+        (v, start.elapsed())
     }
 
     /// Poll until `/-/ready` answers 200.
     pub async fn wait_ready(&self, within: Duration) {
-        let start = Instant::now();
-        while start.elapsed() < within {
-            if self.get("/-/ready").await.0 == 200 {
-                return;
+        eventually("mcpmon ready", within, async || {
+            match self.get("/-/ready").await.0 {
+                200 => Ok(()),
+                code => Err(code),
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("mcpmon not ready within {within:?}");
+        })
+        .await;
     }
 
     /// Stop and wait for a clean return.

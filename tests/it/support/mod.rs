@@ -3,7 +3,7 @@
 //! ([`servers`]), processes ([`procs`]), certificates ([`certs`]), external
 //! tools ([`tools`]) and Prometheus ([`prometheus`]); and the crate's own
 //! source ([`source`]), read for the house rules. Every wait is bounded
-//! polling, never a bare sleep as synchronisation.
+//! polling ([`eventually`]), never a bare sleep as synchronisation.
 
 #[macro_use]
 mod require;
@@ -12,6 +12,7 @@ mod binary;
 mod certs;
 mod in_process;
 mod paths;
+mod poll;
 mod procs;
 mod prometheus;
 mod servers;
@@ -22,6 +23,7 @@ pub use binary::*;
 pub use certs::*;
 pub use in_process::*;
 pub use paths::*;
+pub use poll::*;
 pub use procs::*;
 pub use prometheus::*;
 pub use require::*;
