@@ -95,7 +95,9 @@ pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOption
         Ok(session) => session,
         Err(e) => {
             let reason = Reason::from(e.failure);
-            tracker.link_down(reason, &e.to_string(), Instant::now());
+            // One attempt is all a one-shot probe makes: its failure is
+            // the verdict.
+            tracker.link_down(reason, &e.to_string(), true, Instant::now());
             report.state = State::Unhealthy;
             report.reason = reason;
             report.detail = tracker.scrub(&e.to_string());

@@ -116,11 +116,12 @@ impl Entry {
                 loss,
                 detail,
                 was_open,
+                said_why,
             } => {
                 if was_open {
                     series.closed(Some(loss));
                 }
-                return self.down(loss, &detail, was_open, now);
+                return self.down(loss, &detail, was_open, said_why, now);
             }
             Observation::Skipped(kind) => {
                 series.skipped(kind);
@@ -171,14 +172,21 @@ impl Entry {
     }
 
     /// The link went down (a session lost, `was_open`, or an attempt
-    /// refused) for `loss`: judged, logged once per change, and the end
-    /// of the session it had.
-    fn down(&mut self, loss: Loss, detail: &str, was_open: bool, now: Instant) -> Applied {
+    /// refused) for `loss`, the server saying why or not: judged, logged
+    /// once per change, and the end of the session it had.
+    fn down(
+        &mut self,
+        loss: Loss,
+        detail: &str,
+        was_open: bool,
+        said_why: bool,
+        now: Instant,
+    ) -> Applied {
         let (id, t) = (&*self.id, &mut self.tracker);
         let reason = Reason::from(loss);
         let detail = t.scrub(detail);
         log_down(id, reason, &detail, was_open, t.down_reason());
-        let transition = t.link_down(reason, &detail, now);
+        let transition = t.link_down(reason, &detail, said_why, now);
         let told = self.session_ended(Some(reason.as_str()), now);
         Applied::judged(transition, told)
     }

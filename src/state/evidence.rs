@@ -204,9 +204,29 @@ impl Tracker {
         }
     }
 
-    /// Connecting failed, or the session was lost: definitive.
-    pub fn link_down(&mut self, reason: Reason, detail: &str, now: Instant) -> Option<Transition> {
+    /// Connecting failed, or the session was lost: definitive, except for
+    /// a server's very first attempt failing its handshake when it is not
+    /// `definitive` (the server did not say why, and another attempt will
+    /// follow): that may be a slow start, and like any other failure it
+    /// needs a second before it makes a verdict. The server stays
+    /// `starting` meanwhile, its detail saying what failed.
+    pub fn link_down(
+        &mut self,
+        reason: Reason,
+        detail: &str,
+        definitive: bool,
+        now: Instant,
+    ) -> Option<Transition> {
         let detail = self.scrub(detail);
+        if !definitive && self.first_start_failed(reason) {
+            self.status.consecutive_failures += 1;
+            self.status.last_check = Some(SystemTime::now());
+            self.push_event(EventKind::ConnectFailed, reason, detail.clone());
+            self.problems.link = format!("the first attempt failed, trying again: {detail}");
+            // No judgement yet: the server is still starting.
+            self.status.detail = self.detail_for(Reason::Starting, now);
+            return None;
+        }
         let kind = if self.link == Link::Up {
             EventKind::SessionClosed
         } else {
@@ -223,6 +243,15 @@ impl Tracker {
         self.push_event(kind, reason, detail.clone());
         self.problems.link = detail;
         self.evaluate(now)
+    }
+
+    /// Whether this is the first failed start of a server never judged,
+    /// failing its handshake.
+    fn first_start_failed(&self, reason: Reason) -> bool {
+        matches!(reason, Reason::HandshakeFailed | Reason::Exited)
+            && self.link == Link::Down(Reason::Starting)
+            && self.status.sessions == 0
+            && self.status.consecutive_failures == 0
     }
 
     /// The liveness probe in flight passed its timeout without an answer.
@@ -428,7 +457,9 @@ impl Tracker {
     fn detail_for(&self, reason: Reason, now: Instant) -> String {
         let p = &self.problems;
         let text = match reason {
-            Reason::Ok | Reason::Starting => String::new(),
+            Reason::Ok => String::new(),
+            // Empty until a first attempt failed.
+            Reason::Starting => p.link.clone(),
             Reason::Stopped => "process is stopped (SIGSTOP or traced)".to_owned(),
             Reason::Stuck => format!(
                 "no answer or sign of life for {:?}",

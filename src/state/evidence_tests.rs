@@ -108,7 +108,7 @@ fn tool_listings_are_compared_across_sessions_and_expected_ones_checked() {
 fn sessions_are_counted_and_their_ends_named() {
     let t0 = Instant::now();
     let mut t = Tracker::new(&spec("a"), t0);
-    let tr = t.link_down(Reason::ConnectFailed, "refused", t0);
+    let tr = t.link_down(Reason::ConnectFailed, "refused", true, t0);
     assert_eq!(tr.map(|x| x.to), Some(State::Unhealthy));
     assert_eq!(kinds(&t), ["connect_failed", "state_changed"]);
     open(&mut t, t0);
@@ -116,7 +116,7 @@ fn sessions_are_counted_and_their_ends_named() {
     assert_eq!(t.status().sessions, 2);
     assert_eq!(t.status().tools, Some(3));
     assert_eq!(t.status().era, Some(Era::Legacy));
-    t.link_down(Reason::Exited, "gone", t0);
+    t.link_down(Reason::Exited, "gone", true, t0);
     assert_eq!(
         t.status().events.back().map(|e| e.kind),
         Some(EventKind::StateChanged)
@@ -171,7 +171,7 @@ fn failed_connects_count_as_failures_until_an_answer() {
     let t0 = Instant::now();
     let mut t = Tracker::new(&spec("a"), t0);
     for _ in 0..7 {
-        t.link_down(Reason::ConnectFailed, "refused", t0);
+        t.link_down(Reason::ConnectFailed, "refused", true, t0);
     }
     assert_eq!(t.status().consecutive_failures, 7);
     t.session_opened(Era::Legacy, ServerInfo::default(), secs(1), t0);
@@ -520,10 +520,56 @@ fn only_link_reasons_are_told_by_the_links_words() {
     t.problems.link = "LINK".to_owned();
     for &r in Reason::ALL {
         let told = t.detail_for(r, Instant::now());
-        if r.link_failure().is_some() {
+        // A server still starting tells what its failed first attempt said.
+        if r.link_failure().is_some() || r == Reason::Starting {
             assert_eq!(told, "LINK", "{r:?}");
         } else {
             assert_ne!(told, "LINK", "{r:?} needs an arm of its own in detail_for");
         }
     }
+}
+
+#[test]
+fn a_first_start_failing_without_words_waits_for_a_second_before_the_verdict() {
+    let t0 = Instant::now();
+    for reason in [Reason::HandshakeFailed, Reason::Exited] {
+        let mut t = Tracker::new(&spec("a"), t0);
+        assert_eq!(t.link_down(reason, "no answer", false, t0), None);
+        assert_eq!(t.status().status, State::Unknown, "{reason:?}");
+        assert_eq!(t.status().reason, Reason::Starting, "{reason:?}");
+        assert_eq!(
+            t.status().detail,
+            "the first attempt failed, trying again: no answer"
+        );
+        assert_eq!(t.status().consecutive_failures, 1);
+        let tr = t.link_down(reason, "no answer", false, t0 + secs(2));
+        assert_eq!(tr.map(|tr| tr.to), Some(State::Unhealthy), "{reason:?}");
+        assert_eq!(t.status().reason, reason);
+    }
+}
+
+#[test]
+fn a_start_that_says_why_or_a_refused_connection_is_judged_at_once() {
+    let t0 = Instant::now();
+    let mut t = Tracker::new(&spec("a"), t0);
+    let tr = t.link_down(
+        Reason::Exited,
+        "exited with code 1; stderr: «no key»",
+        true,
+        t0,
+    );
+    assert_eq!(tr.map(|tr| tr.to), Some(State::Unhealthy));
+    let mut t = Tracker::new(&spec("a"), t0);
+    let tr = t.link_down(Reason::ConnectFailed, "refused", false, t0);
+    assert_eq!(tr.map(|tr| tr.to), Some(State::Unhealthy));
+}
+
+#[test]
+fn only_the_very_first_start_waits_for_a_second() {
+    let t0 = Instant::now();
+    let mut t = Tracker::new(&spec("a"), t0);
+    t.session_opened(Era::Legacy, ServerInfo::default(), secs(1), t0);
+    t.probe(&answered(ProbeKind::Ping, 1), false, t0);
+    let tr = t.link_down(Reason::Exited, "gone", false, t0 + secs(1));
+    assert_eq!(tr.map(|tr| tr.to), Some(State::Unhealthy));
 }

@@ -126,6 +126,9 @@ pub enum Observation {
         detail: String,
         /// Whether a session had been open.
         was_open: bool,
+        /// The server said why in its own words (a child's last lines on
+        /// stderr as it exited): judged at once, with no second attempt.
+        said_why: bool,
     },
     /// The session was closed on purpose (shutdown, removal).
     Closed,

@@ -49,6 +49,7 @@ fn running_counts_match_a_full_walk_through_events_and_removals() {
         loss: Loss::Link(LinkFailure::Exited),
         detail: "gone".into(),
         was_open: true,
+        said_why: false,
     };
     type Step<'a> = Box<dyn Fn(&mut Owner) + 'a>;
     let steps: Vec<Step<'_>> = vec![

@@ -54,6 +54,7 @@ impl Supervisors {
             match McpConnector::new(spec, &http, crate::transport::http_client_builder) {
                 Ok(c) => Arc::new(c) as Arc<dyn Connector>,
                 Err(e) => Arc::new(crate::transport::Refusing(crate::transport::OpenError {
+                    said_why: false,
                     failure: crate::transport::LinkFailure::TlsFailed,
                     phase: "connect",
                     detail: e.to_string(),

@@ -99,6 +99,7 @@ impl Supervisor {
                         loss,
                         detail,
                         was_open: false,
+                        said_why: e.said_why,
                     })
                     .await;
                     (loss, None)
@@ -150,6 +151,7 @@ impl Supervisor {
                     loss,
                     detail,
                     was_open: true,
+                    said_why: false,
                 })
                 .await;
                 Some((loss, opened_at))

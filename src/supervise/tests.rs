@@ -469,6 +469,7 @@ impl Connector for Crowded {
             self.running.fetch_sub(1, Ordering::SeqCst);
             if takes > self.timeout {
                 return Err(crate::transport::OpenError {
+                    said_why: false,
                     failure: crate::transport::LinkFailure::HandshakeFailed,
                     phase: "handshake",
                     detail: format!("no handshake within {:?}", self.timeout),

@@ -168,6 +168,10 @@ pub struct OpenError {
     pub phase: &'static str,
     /// What happened.
     pub detail: String,
+    /// The server said why in its own words: a child that exited leaving
+    /// lines on stderr. A failure without them may be a slow start's, and
+    /// the state layer waits for a second before it judges.
+    pub said_why: bool,
 }
 
 /// An rmcp request failure as a [`RequestError`]; `timeout` is the deadline
@@ -292,6 +296,7 @@ pub(super) fn classify_open(e: &rmcp::service::ClientInitializeError) -> OpenErr
         None => (LinkFailure::HandshakeFailed, "handshake"),
     };
     OpenError {
+        said_why: false,
         failure: reason,
         phase,
         detail,

@@ -121,6 +121,7 @@ impl Connector for FakeConnector {
                     },
                 }) as Box<dyn Session>),
                 Open::Fail(failure) => Err(OpenError {
+                    said_why: false,
                     failure,
                     phase: "connect",
                     detail: "scripted failure".into(),

@@ -106,6 +106,7 @@ pub async fn connect(
     post_timeout: Duration,
 ) -> Result<SseTransport, OpenError> {
     let failed = |failure, detail: String| OpenError {
+        said_why: false,
         failure,
         phase: "connect",
         detail,
@@ -175,6 +176,7 @@ async fn read_endpoint(
     meter: &Meter,
 ) -> Result<(String, SseBuffer), OpenError> {
     let failed = |failure, detail: String| OpenError {
+        said_why: false,
         failure,
         phase: "connect",
         detail,
@@ -292,6 +294,7 @@ fn request_failed(e: &reqwest::Error) -> OpenError {
         }
     };
     OpenError {
+        said_why: false,
         failure,
         phase: "connect",
         detail,
@@ -329,6 +332,7 @@ fn refused(response: &reqwest::Response) -> Result<(), OpenError> {
         },
     };
     Err(OpenError {
+        said_why: false,
         failure,
         phase: "connect",
         detail,

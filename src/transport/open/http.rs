@@ -38,6 +38,7 @@ async fn http_transport(
     } = &spec.transport
     else {
         return Err(OpenError {
+            said_why: false,
             failure: LinkFailure::ConnectFailed,
             phase: "connect",
             detail: "not an HTTP server".to_owned(),
@@ -60,6 +61,7 @@ async fn http_transport(
         ));
         // No token, no session: the refusal is the verdict.
         let token = source.token().await.map_err(|e| OpenError {
+            said_why: false,
             failure: LinkFailure::Unauthenticated,
             phase: "connect",
             detail: e.to_string(),
@@ -260,6 +262,7 @@ impl Remote<'_> {
     fn no_answer(&self, request: &str, tried: Option<String>) -> OpenError {
         let within = shown(self.within);
         OpenError {
+            said_why: false,
             failure: LinkFailure::HandshakeFailed,
             phase: "handshake",
             detail: match tried {

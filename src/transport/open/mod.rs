@@ -123,6 +123,7 @@ pub(super) struct Opened {
 pub(super) fn flooded(meter: &Meter) -> Option<OpenError> {
     let breach: Breach = meter.breach()?;
     Some(OpenError {
+        said_why: false,
         failure: breach.failure(),
         phase: "handshake",
         detail: breach.describe(meter.budget()),

@@ -32,6 +32,7 @@ pub(in crate::transport) async fn open_sse(
     } = &spec.transport
     else {
         return Err(OpenError {
+            said_why: false,
             failure: LinkFailure::ConnectFailed,
             phase: "connect",
             detail: "not an HTTP server".to_owned(),
@@ -58,6 +59,7 @@ pub(in crate::transport) async fn open_sse(
     )
     .await
     .map_err(|_| OpenError {
+        said_why: false,
         failure: LinkFailure::HandshakeFailed,
         phase: "connect",
         detail: format!("no `endpoint` event on the stream within {within}"),
@@ -81,6 +83,7 @@ pub(in crate::transport) async fn open_sse(
         Ok(Err(e)) => return Err(classify_open(&e)),
         Err(_) => {
             return Err(OpenError {
+                said_why: false,
                 failure: LinkFailure::HandshakeFailed,
                 phase: "handshake",
                 detail: format!("no answer to initialize within {within}"),

@@ -357,6 +357,7 @@ async fn stdio_attempt(
     until: Instant,
 ) -> Result<Result<Started, (Failed, Option<Child>)>, OpenError> {
     let spawned = child::spawn(spec).map_err(|e| OpenError {
+        said_why: false,
         failure: LinkFailure::ConnectFailed,
         phase: "spawn",
         detail: e.to_string(),
@@ -411,6 +412,7 @@ async fn stdio_attempt(
 async fn stdio_failure(failed: Failed, exited: Option<Child>) -> OpenError {
     let Some(child) = exited else {
         return OpenError {
+            said_why: false,
             failure: LinkFailure::HandshakeFailed,
             phase: "handshake",
             detail: truncate(&failed.describe(), 900),
@@ -426,6 +428,7 @@ async fn stdio_failure(failed: Failed, exited: Option<Child>) -> OpenError {
         None => String::new(),
     };
     OpenError {
+        said_why: child.last_words().await.is_some(),
         failure: LinkFailure::Exited,
         phase: "handshake",
         detail: truncate(
