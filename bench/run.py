@@ -292,6 +292,9 @@ def main():
                     help="instead: the guard CI runs; mcpmon against the raw floor client and the TypeScript SDK "
                          "client on a small fleet, in one run; exits 1 when a ratio or the memory per session is past "
                          "its bound")
+    ap.add_argument("--ab", metavar="PATH",
+                    help="instead: this mcpmon build (B) against the built one or --mcpmon (A), with the raw floor, "
+                         "rep by rep in one run (N=--http's first, --reps, --duration); CPU per ping and B/A")
     ap.add_argument("--stand-in", metavar="CLIENT",
                     help="with --check: judge this peer client as if it were mcpmon (shows that the guard fails)")
     args = ap.parse_args()
@@ -309,6 +312,8 @@ def main():
     raise_fd_limit()
     if args.check:
         return check(args.stand_in or "mcpmon")
+    if args.ab:
+        return ab(args.ab, args.reps, int(args.http.split(",")[0]), args.duration)
     if args.idle:
         return idle(args.idle, args.reps)
     if args.otlp:
@@ -564,6 +569,34 @@ def check(subject):
         print(f"guard: {failed} of {len(checks)} bounds crossed")
         sys.exit(1)
     print(f"guard: all {len(checks)} bounds hold")
+
+
+def ab(other, reps, n, duration):
+    """Two builds of mcpmon in one run: A (the built one, or --mcpmon) and
+    B (`other`), with the raw floor client, rep by rep in rotating order,
+    so a machine that drifts during the run moves all three alike. Prints
+    each rep's CPU per ping and the medians as ratios: B/A, and each
+    against the floor."""
+    global MCPMON
+    builds = {"A": MCPMON, "B": pathlib.Path(other)}
+    rows = {"A": [], "B": [], "floor": []}
+    order = ["A", "B", "floor"]
+    for rep in range(reps):
+        for client in order[rep % 3:] + order[:rep % 3]:
+            if client == "floor":
+                r = one("floor", "http", n, 1.0, duration)
+            else:
+                MCPMON = builds[client]
+                r = one("mcpmon", "http", n, 1.0, duration)
+            rows[client].append(r)
+            print(f"# ab rep {rep + 1} {client}: {1e6 * r['cpu_s'] / max(r['pings'], 1):.1f} µs/ping "
+                  f"over {r['pings']:.0f} pings", file=sys.stderr, flush=True)
+    MCPMON = builds["A"]
+    cpu = {c: per_ping(rs) for c, rs in rows.items()}
+    print(f"a/b: http N={n}, one ping a second each, median of {reps} rotating reps")
+    print(f"A {builds['A']}: {cpu['A']:.1f} µs/ping, {cpu['A'] / cpu['floor']:.2f}× the raw floor")
+    print(f"B {builds['B']}: {cpu['B']:.1f} µs/ping, {cpu['B'] / cpu['floor']:.2f}× the raw floor")
+    print(f"raw floor: {cpu['floor']:.1f} µs/ping; B/A = {cpu['B'] / cpu['A']:.3f}")
 
 
 def med(rows, key):
