@@ -6,11 +6,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use futures::future::BoxFuture;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 use super::file::{local, run};
-use super::{Checker, Discover, Mechanism, Update};
+use super::{Discover, Mechanism, Task};
 use crate::config::clients::{ClientFormat, Translated, as_entries};
 use crate::config::{ConfigError, EntrySource, FileSd, Format};
 
@@ -53,13 +51,7 @@ impl Discover for ClientConfigs {
         Some(&self.sd.files)
     }
 
-    fn run(
-        &self,
-        id: u64,
-        checker: Checker,
-        tx: mpsc::Sender<Update>,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, ()> {
-        Box::pin(run(id, self.sd.clone(), checker, tx, cancel))
+    fn run(&self, task: Task) -> BoxFuture<'static, ()> {
+        Box::pin(run(self.sd.clone(), task))
     }
 }

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use notify::Watcher;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::{Checker, Discover, Document, MAX_DOCUMENT, Mechanism, Update};
+use super::{Discover, Document, MAX_DOCUMENT, Mechanism, Task};
 use crate::config::{EntrySource, FileSd, Format, Trust};
 
 /// A `file_sd_configs` entry.
@@ -38,14 +38,8 @@ impl Discover for Files {
         Some(&self.0.files)
     }
 
-    fn run(
-        &self,
-        id: u64,
-        checker: Checker,
-        tx: mpsc::Sender<Update>,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, ()> {
-        Box::pin(run(id, self.0.clone(), checker, tx, cancel))
+    fn run(&self, task: Task) -> BoxFuture<'static, ()> {
+        Box::pin(run(self.0.clone(), task))
     }
 }
 
@@ -77,13 +71,7 @@ const SETTLE_AT_MOST: Duration = Duration::from_secs(2);
 
 /// Read the files now, and again on every change and every interval,
 /// until cancelled.
-pub(super) async fn run(
-    id: u64,
-    sd: FileSd,
-    mut checker: Checker,
-    tx: mpsc::Sender<Update>,
-    cancel: CancellationToken,
-) {
+pub(super) async fn run(sd: FileSd, mut task: Task) {
     let changed = Arc::new(Notify::new());
     // Dropped (and the watch removed) when the task ends; set anew when a
     // wildcard directory comes or goes.
@@ -105,16 +93,15 @@ pub(super) async fn run(
                 text: Err(format!("reading the files failed: {e}")),
             }],
         };
-        let checked = checker.check(documents).await;
-        if !super::report(&tx, id, checked).await {
+        if !task.report(documents).await {
             return;
         }
         tokio::select! {
-            _ = cancel.cancelled() => return,
+            _ = task.cancel.cancelled() => return,
             _ = tokio::time::sleep(sd.refresh_interval) => {}
-            _ = checker.global_changed() => {}
+            _ = task.checker.global_changed() => {}
             _ = changed.notified() => {
-                if !settle(&changed, &cancel).await {
+                if !settle(&changed, &task.cancel).await {
                     return;
                 }
             }

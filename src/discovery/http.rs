@@ -6,10 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
-use super::{Checker, Discover, Document, MAX_DOCUMENT, Mechanism, Update};
+use super::{Discover, Document, MAX_DOCUMENT, Mechanism, Task};
 use crate::config::{EntrySource, Format, HttpSd, Trust};
 
 /// An `http_sd_configs` entry.
@@ -30,14 +28,8 @@ impl Discover for Endpoint {
         remote(&self.0, base, own)
     }
 
-    fn run(
-        &self,
-        id: u64,
-        checker: Checker,
-        tx: mpsc::Sender<Update>,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, ()> {
-        Box::pin(run(id, self.0.clone(), checker, tx, cancel))
+    fn run(&self, task: Task) -> BoxFuture<'static, ()> {
+        Box::pin(run(self.0.clone(), task))
     }
 }
 
@@ -60,20 +52,14 @@ pub(super) fn remote<'a>(sd: &'a HttpSd, base: &'a Path, own: &'a [SocketAddr]) 
 pub(super) const MAX_REQUEST: Duration = Duration::from_secs(30);
 
 /// Ask now and every interval until cancelled.
-async fn run(
-    id: u64,
-    sd: HttpSd,
-    mut checker: Checker,
-    tx: mpsc::Sender<Update>,
-    cancel: CancellationToken,
-) {
+async fn run(sd: HttpSd, mut task: Task) {
     let origin = PathBuf::from(shown_url(&sd.url));
     let client = client(&sd);
     loop {
         let text = match &client {
             Ok(c) => {
                 tokio::select! {
-                    _ = cancel.cancelled() => return,
+                    _ = task.cancel.cancelled() => return,
                     r = tokio::time::timeout(sd.refresh_interval.min(MAX_REQUEST), fetch(c, &sd, &sd.url)) => {
                         r.unwrap_or_else(|_| Err("no complete answer within the deadline".to_owned()))
                     }
@@ -85,14 +71,13 @@ async fn run(
             origin: origin.clone(),
             text,
         }];
-        let checked = checker.check(documents).await;
-        if !super::report(&tx, id, checked).await {
+        if !task.report(documents).await {
             return;
         }
         tokio::select! {
-            _ = cancel.cancelled() => return,
+            _ = task.cancel.cancelled() => return,
             _ = tokio::time::sleep(sd.refresh_interval) => {}
-            _ = checker.global_changed() => {}
+            _ = task.checker.global_changed() => {}
         }
     }
 }

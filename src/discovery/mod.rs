@@ -111,15 +111,9 @@ pub trait Discover: SameAs + fmt::Debug + Send + Sync {
         None
     }
 
-    /// Read now and on every change or interval, validate with `checker`
-    /// and report each refresh as source `id`, until cancelled.
-    fn run(
-        &self,
-        id: u64,
-        checker: Checker,
-        tx: mpsc::Sender<Update>,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, ()>;
+    /// Read now and on every change or interval, reporting each refresh
+    /// through `task`, until it is cancelled.
+    fn run(&self, task: Task) -> BoxFuture<'static, ()>;
 }
 
 /// Equality across [`Discover`] implementations: a source configured as
@@ -230,10 +224,28 @@ pub struct Update {
     pub documents: Vec<Checked>,
 }
 
-/// Hand what a source has to the main loop; false once nobody listens
-/// (shutdown).
-async fn report(tx: &mpsc::Sender<Update>, source: u64, documents: Vec<Checked>) -> bool {
-    tx.send(Update { source, documents }).await.is_ok()
+/// What a source task runs with: its number, the checker of its
+/// documents, where it reports, and when it stops.
+pub struct Task {
+    id: u64,
+    /// Validates what the source read.
+    pub(super) checker: Checker,
+    tx: mpsc::Sender<Update>,
+    /// Fires when the source is removed or mcpmon stops.
+    pub(super) cancel: CancellationToken,
+}
+
+impl Task {
+    /// Validate what the source has now and hand it to the main loop;
+    /// false once nobody listens (shutdown).
+    pub(super) async fn report(&mut self, documents: Vec<Document>) -> bool {
+        let documents = self.checker.check(documents).await;
+        let update = Update {
+            source: self.id,
+            documents,
+        };
+        self.tx.send(update).await.is_ok()
+    }
 }
 
 /// The running source tasks.
@@ -295,7 +307,12 @@ impl Discovery {
             let mut global = self.global.subscribe();
             global.mark_unchanged();
             let checker = Checker::new(source.clone(), self.base.clone(), self.own.clone(), global);
-            tokio::spawn(source.run(id, checker, tx, cancel.clone()));
+            tokio::spawn(source.run(Task {
+                id,
+                checker,
+                tx,
+                cancel: cancel.clone(),
+            }));
             self.running.push((id, source.clone(), cancel));
         }
         for (_, _, cancel) in old {

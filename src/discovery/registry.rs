@@ -13,11 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 use super::http::{MAX_REQUEST, client, fetch, remote, shown_url};
-use super::{Checker, Discover, Document, Mechanism, Update};
+use super::{Discover, Document, Mechanism, Task};
 use crate::config::clients::Translated;
 use crate::config::registry::{Kept, read_page};
 use crate::config::{ConfigError, EntrySource, HttpSd};
@@ -50,14 +48,8 @@ impl Discover for Registry {
         crate::config::registry::as_entries(origin, text).map(Some)
     }
 
-    fn run(
-        &self,
-        id: u64,
-        checker: Checker,
-        tx: mpsc::Sender<Update>,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, ()> {
-        Box::pin(run(id, self.0.clone(), checker, tx, cancel))
+    fn run(&self, task: Task) -> BoxFuture<'static, ()> {
+        Box::pin(run(self.0.clone(), task))
     }
 }
 
@@ -72,13 +64,7 @@ const MAX_WALK_BYTES: usize = 256 << 20;
 const MAX_WALK: Duration = Duration::from_secs(300);
 
 /// Walk now and every interval until cancelled.
-async fn run(
-    id: u64,
-    sd: HttpSd,
-    mut checker: Checker,
-    tx: mpsc::Sender<Update>,
-    cancel: CancellationToken,
-) {
+async fn run(sd: HttpSd, mut task: Task) {
     let origin = PathBuf::from(shown_url(&sd.url));
     let client = client(&sd);
     // Walked in place (never copied): a failed walk starts over anyway.
@@ -90,7 +76,7 @@ async fn run(
             Ok(c) => {
                 let walk = walk(c, &sd, since.as_deref(), &mut kept);
                 tokio::select! {
-                    _ = cancel.cancelled() => return,
+                    _ = task.cancel.cancelled() => return,
                     r = tokio::time::timeout(MAX_WALK, walk) => {
                         r.unwrap_or_else(|_| Err("the walk did not finish within its deadline".to_owned()))
                     }
@@ -109,19 +95,17 @@ async fn run(
                 Err(e)
             }
         };
-        let checked = checker
-            .check(vec![Document {
-                origin: origin.clone(),
-                text,
-            }])
-            .await;
-        if !super::report(&tx, id, checked).await {
+        let documents = vec![Document {
+            origin: origin.clone(),
+            text,
+        }];
+        if !task.report(documents).await {
             return;
         }
         tokio::select! {
-            _ = cancel.cancelled() => return,
+            _ = task.cancel.cancelled() => return,
             _ = tokio::time::sleep(sd.refresh_interval) => {}
-            _ = checker.global_changed() => {}
+            _ = task.checker.global_changed() => {}
         }
     }
 }
