@@ -308,17 +308,19 @@ pub(super) async fn open_stdio(
     };
     // A legacy server may exit on a method it does not know: the exchange
     // cannot go on with that process, so a fresh one speaks legacy from the
-    // start, inside what is left of the same deadline. A modern one slow to
-    // start may read the discover, answer it too late, and refuse the
-    // initialize after it: a fresh one is asked server/discover alone, with
-    // a connect_timeout of its own (the first process's went on learning
-    // the era, and a fresh one starts as slowly; two at the most, and the
-    // era is remembered for the next session).
+    // start. A modern one slow to start may read the discover, answer it
+    // too late, and refuse the initialize after it: a fresh one is asked
+    // server/discover alone. Either way the fresh process gets a
+    // connect_timeout of its own: the first one's went on learning the era
+    // (a busy start may have stretched it), and a fresh one starts as
+    // slowly. Two processes at the most, and the era is remembered for the
+    // next session.
+    let fresh = || Instant::now() + spec.settings.connect_timeout.0;
     let (failed, exited) = match (&exited, plan, failed.request) {
         (Some(child), Plan::Detect, "server/discover") => {
             let first = child.epitaph().await;
             tracing::debug!(server = %spec.id, exit = %first, "the server exited on server/discover; starting it again for initialize");
-            match stdio_attempt(spec, Plan::Initialize(latest_legacy()), until).await? {
+            match stdio_attempt(spec, Plan::Initialize(latest_legacy()), fresh()).await? {
                 Ok(mut started) => {
                     started.opened.conclusive = true;
                     return Ok(finish(spec, None, started, None, plan).await);
@@ -332,8 +334,7 @@ pub(super) async fn open_stdio(
         (_, Plan::Detect, "initialize") if failed.modern_only() => {
             tracing::debug!(server = %spec.id, "initialize refused by a 2026-07-28 server slow to answer server/discover; starting it again for server/discover");
             drop(exited);
-            let until = Instant::now() + spec.settings.connect_timeout.0;
-            match stdio_attempt(spec, Plan::Discover, until).await? {
+            match stdio_attempt(spec, Plan::Discover, fresh()).await? {
                 Ok(mut started) => {
                     started.opened.conclusive = true;
                     return Ok(finish(spec, None, started, None, plan).await);
