@@ -12,7 +12,7 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
-use super::starting::{Clock, Life, within};
+use super::starting::{Clock, Life, SAMPLE_EVERY, within};
 use super::{
     Opened, Plan, Started, discover_mode, discover_share, finish, flooded, latest_legacy, shown,
 };
@@ -134,10 +134,11 @@ impl Start {
     }
 
     /// What a failure says of the time: the silence allowed, and how long
-    /// it ran when the child's life stretched it.
+    /// it ran when the child's life stretched it past that.
     fn spent(&self) -> (Duration, Option<Duration>) {
-        let stretched = self.clock.stretched().then(|| self.began.elapsed());
-        (self.clock.budget(), stretched)
+        let ran = self.began.elapsed();
+        let stretched = self.clock.stretched() && ran > self.clock.budget() + SAMPLE_EVERY;
+        (self.clock.budget(), stretched.then_some(ran))
     }
 }
 
