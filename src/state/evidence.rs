@@ -30,6 +30,8 @@ use crate::probe::{Answer, FailureReason, ProbeOutcome};
 use crate::transport::tools::{ToolDiff, ToolSurface};
 use crate::transport::{Era, ProcessSample, ServerInfo};
 
+mod words;
+
 /// Share of one core a process tree must use between two samples to count
 /// as a sign of life.
 const BUSY_CPU_SHARE: f64 = 0.2;
@@ -445,63 +447,6 @@ impl Tracker {
             _ => self.last_answer,
         };
         now.saturating_duration_since(last)
-    }
-
-    /// What the evidence says is wrong right now, before hysteresis, in
-    /// words: the detail of the judgement's reason.
-    pub fn problem(&self, now: Instant) -> String {
-        self.detail_for(self.judgement(now).reason, now)
-    }
-
-    /// The text that explains `reason`, from its own evidence.
-    fn detail_for(&self, reason: Reason, now: Instant) -> String {
-        let p = &self.problems;
-        let text = match reason {
-            Reason::Ok => String::new(),
-            // Empty until a first attempt failed.
-            Reason::Starting => p.link.clone(),
-            Reason::Stopped => "process is stopped (SIGSTOP or traced)".to_owned(),
-            Reason::Stuck => format!(
-                "no answer or sign of life for {:?}",
-                self.thresholds.stuck_after
-            ),
-            Reason::Busy => format!(
-                "{}; the server shows signs of life (progress or CPU)",
-                p.liveness
-            ),
-            Reason::Unresponsive | Reason::Timeouts => p.liveness.clone(),
-            Reason::Errors => p.failure.clone(),
-            Reason::Slow => {
-                let w = self.window.stats(now);
-                let ms = |d: Option<Duration>| d.map_or(0, |d| d.as_millis());
-                format!(
-                    "liveness answers take {} ms (median of the last {}; {} ms the latest)",
-                    ms(w.median_latency),
-                    super::verdict::LATENCY_SAMPLES,
-                    ms(w.latest_latency)
-                )
-            }
-            Reason::Throttled if self.link == Link::Up => p.throttle.clone(),
-            Reason::ToolsMissing => format!(
-                "expected tools missing: {}",
-                self.status.tools_missing.join(", ")
-            ),
-            Reason::ConditionFailed => self.scrub(&self.conditions.detail()),
-            Reason::TaskStuck | Reason::InputRequired => self.tasks.detail(reason),
-            Reason::HealthCheckDegraded => "health_check said degraded".to_owned(),
-            Reason::HealthCheckUnhealthy => "health_check said unhealthy".to_owned(),
-            Reason::HealthCheckFailed | Reason::HealthCheckUnreadable => p.health.clone(),
-            // Every reason a link fails for is told by the link's own words
-            // (a test holds each other reason to an arm of its own).
-            r => {
-                debug_assert!(r.link_failure().is_some(), "{r:?} has no detail");
-                p.link.clone()
-            }
-        };
-        if self.awaiting_liveness && self.link == Link::Up && !text.is_empty() {
-            return format!("{text}; a new session is open, waiting for its first liveness answer");
-        }
-        text
     }
 
     /// What the evidence says right now, before hysteresis (for one-shot checks).
