@@ -1,7 +1,8 @@
 //! The compatibility fleet: thirty-four third-party MCP servers from npm
 //! and PyPI, thirty of them stdio children (reference servers, FastMCP 2
-//! and 4, the Python SDK of both eras, one started through npx, most of
-//! them twice or three times: the slow starters are the point), four over
+//! and 4, markitdown, the Python SDK of both eras, one started through
+//! npx, most of them twice or three times: the slow starters are the
+//! point), four over
 //! HTTP (two of them bridges), three that fail at start for reasons of
 //! their own, both eras, started together under mcpmon's default settings
 //! on two cores, the way a new user starts them. Every working server
@@ -93,7 +94,8 @@ async fn thirty_stdio_servers_and_four_http_started_together_read_right_from_the
         installed("tests/python/.venv-fastmcp2"),
         installed("tests/python/.venv-fastmcp4"),
         installed("tests/python/.venv-proxy"),
-        installed("tests/python/.venv-modern")
+        installed("tests/python/.venv-modern"),
+        installed("tests/python/.venv-markitdown")
     );
     // The claim is about a herd starting on this machine, not about
     // whatever other tests run beside them.
@@ -280,19 +282,26 @@ async fn the_herd() {
             Some("legacy"),
         ),
         npx("everything-npx", "mcp-server-everything", Some("legacy")),
+        stdio(
+            "markitdown",
+            venv_bin("markitdown", "markitdown-mcp"),
+            &[],
+            Some("modern"),
+        ),
     ];
     let mut fleet = fleet;
     let twice = [
         ("everything", ["everything-2", "everything-3"].as_slice()),
-        ("memory", &["memory-2", "memory-3"]),
+        ("memory", &["memory-2"]),
         ("filesystem", &["filesystem-2"]),
         ("sequential-thinking", &["sequential-thinking-2"]),
         ("time", &["time-2", "time-3"]),
-        ("fetch", &["fetch-2", "fetch-3"]),
+        ("fetch", &["fetch-2"]),
         ("fastmcp2", &["fastmcp2-2", "fastmcp2-3"]),
         ("fastmcp4", &["fastmcp4-2", "fastmcp4-3"]),
         ("python-sdk", &["python-sdk-2"]),
         ("python-sdk-legacy", &["python-sdk-legacy-2"]),
+        ("markitdown", &["markitdown-2"]),
     ];
     for (of, ids) in twice {
         let first = fleet.iter().position(|m| m.id == of).expect("a member");
