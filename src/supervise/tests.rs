@@ -15,8 +15,8 @@ use crate::config::{Dur, FleetPolicy, ServerSpec};
 use crate::state::testing::spec;
 use crate::state::verdict::{Reason, State};
 use crate::state::{Msg, Snapshot, owner};
-use crate::transport::Connector;
-use crate::transport::fake::{FakeConnector, Reply, Script};
+use crate::transport::{Connector, LinkFailure};
+use crate::transport::fake::{FakeConnector, Open, Reply, Script};
 
 const PING_INTERVAL: Duration = Duration::from_secs(2);
 const PING_TIMEOUT: Duration = Duration::from_secs(1);
@@ -618,4 +618,53 @@ async fn a_three_second_handshake_never_reads_slow() {
         "nothing between unknown and the first healthy"
     );
     cancel.cancel();
+}
+
+/// A server's first handshake fails without its saying why (a slow start
+/// on a crowded machine), the second works: `starting` throughout, then
+/// healthy, never unhealthy on the way.
+#[tokio::test(start_paused = true)]
+async fn a_first_failed_handshake_then_a_working_one_never_reads_unhealthy() {
+    let script = Script {
+        opens: vec![Open::Fail(LinkFailure::HandshakeFailed), Open::Ok],
+        ..Script::healthy()
+    };
+    let h = Harness::start(server_spec(), script);
+    let line = h.timeline(Duration::ZERO, secs(6)).await;
+    assert!(
+        line.iter().all(|(_, s, _)| *s != State::Unhealthy),
+        "{line:?}"
+    );
+    let (t, ..) = line
+        .iter()
+        .find(|(_, s, _)| *s == State::Healthy)
+        .unwrap_or_else(|| panic!("never healthy: {line:?}"));
+    assert!(
+        line.iter()
+            .filter(|(at, ..)| at < t)
+            .all(|(_, s, r)| *s == State::Unknown && *r == Reason::Starting),
+        "{line:?}"
+    );
+    assert_eq!(h.attempts(), 2);
+}
+
+/// Every handshake fails without words: the first is no verdict, the
+/// second is.
+#[tokio::test(start_paused = true)]
+async fn handshakes_that_keep_failing_read_unhealthy_at_the_second() {
+    let script = Script {
+        opens: vec![Open::Fail(LinkFailure::HandshakeFailed)],
+        ..Script::healthy()
+    };
+    let h = Harness::start(server_spec(), script);
+    assert_eq!(
+        h.at(Duration::from_millis(500)).await,
+        (State::Unknown, Reason::Starting)
+    );
+    assert_eq!(h.attempts(), 1);
+    assert_eq!(
+        h.at(secs(3)).await,
+        (State::Unhealthy, Reason::HandshakeFailed)
+    );
+    assert!(h.attempts() >= 2);
 }
