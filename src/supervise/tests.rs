@@ -15,8 +15,8 @@ use crate::config::{Dur, FleetPolicy, ServerSpec};
 use crate::state::testing::spec;
 use crate::state::verdict::{Reason, State};
 use crate::state::{Msg, Snapshot, owner};
-use crate::transport::{Connector, LinkFailure};
 use crate::transport::fake::{FakeConnector, Open, Reply, Script};
+use crate::transport::{Connector, LinkFailure};
 
 const PING_INTERVAL: Duration = Duration::from_secs(2);
 const PING_TIMEOUT: Duration = Duration::from_secs(1);
