@@ -14,6 +14,7 @@ pub mod maintenance;
 mod positions;
 mod raw;
 pub mod registry;
+pub mod relabel;
 mod sd;
 mod validate;
 pub mod watch;

@@ -8,8 +8,6 @@
 //! int.from_bytes(hashlib.md5(id.encode()).digest()[8:], "big") % count
 //! ```
 
-use md5::{Digest, Md5};
-
 /// This replica's share of the fleet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shard {
@@ -73,14 +71,7 @@ impl Shard {
     }
 }
 
-/// Prometheus's `hashmod`: MD5 of `value`, its last 8 bytes as a
-/// big-endian u64, modulo `modulus` (which must not be 0).
-pub fn hashmod(value: &str, modulus: u64) -> u64 {
-    let sum = Md5::digest(value.as_bytes());
-    let mut tail = [0u8; 8];
-    tail.copy_from_slice(&sum[8..16]);
-    u64::from_be_bytes(tail) % modulus
-}
+pub use crate::config::relabel::hashmod;
 
 #[cfg(test)]
 mod tests {
