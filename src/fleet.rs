@@ -75,7 +75,9 @@ impl Fleet {
     /// Take a new main file: its sources start or stop, and the servers are
     /// reconciled.
     pub async fn reload(&mut self, new: Config) -> Diff {
-        let sources = self.discovery.apply(&discovery::sources(&new), &new.global);
+        let sources = self
+            .discovery
+            .apply(&discovery::sources(&new), &discovery::Against::of(&new));
         self.discovered.set_sources(sources);
         self.config = new;
         self.reconcile().await

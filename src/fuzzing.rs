@@ -338,6 +338,7 @@ pub fn discovery(data: &[u8]) {
             base: Path::new("/nonexistent"),
             max_servers: 50,
             own_addresses: &[own],
+            relabel: &[],
         };
         let parsed = crate::config::parse_entries(
             Path::new("sd.json"),

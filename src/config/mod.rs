@@ -10,6 +10,7 @@ mod depth;
 mod diff;
 mod duration;
 pub mod ids;
+pub mod kubernetes;
 pub mod maintenance;
 mod positions;
 mod raw;
@@ -446,6 +447,10 @@ pub struct Config {
     pub file_sd: Vec<FileSd>,
     /// Endpoints returning server entries, polled.
     pub http_sd: Vec<HttpSd>,
+    /// Kubernetes objects watched for servers.
+    pub kubernetes_sd: Vec<kubernetes::KubeSd>,
+    /// Rules every discovered entry passes through, in order.
+    pub relabel: Vec<relabel::Relabel>,
     /// Maintenance windows.
     pub maintenance: Vec<maintenance::Window>,
     /// Risky but valid settings, with positions.

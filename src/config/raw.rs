@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer};
 
+use super::sd::SdTlsFile;
 use super::{Dur, FleetPolicy, TunablesFile};
 
 #[derive(Debug, Deserialize)]
@@ -24,6 +25,10 @@ pub(super) struct FileDoc {
     pub(super) client_config_sd_configs: Vec<ClientSdFile>,
     #[serde(default)]
     pub(super) registry_sd_configs: Vec<RegistrySdFile>,
+    #[serde(default)]
+    pub(super) kubernetes_sd_configs: Vec<super::kubernetes::KubeSdFile>,
+    #[serde(default)]
+    pub(super) relabel_configs: Vec<super::relabel::RelabelFile>,
     #[serde(default)]
     pub(super) maintenance: Vec<super::maintenance::WindowFile>,
 }
@@ -109,16 +114,6 @@ pub(super) struct HttpSdFile {
     #[serde(default)]
     pub(super) allow_stdio: bool,
     pub(super) max_servers: Option<usize>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct SdTlsFile {
-    pub(super) ca_file: Option<String>,
-    pub(super) cert_file: Option<String>,
-    pub(super) key_file: Option<String>,
-    #[serde(default)]
-    pub(super) insecure_skip_verify: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -14,6 +14,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use serde::Deserialize;
+
 use super::{ConfigError, Secret, ServerSpec};
 
 /// Prometheus's file_sd default.
@@ -40,6 +42,17 @@ pub struct FileSd {
     /// For `client_config_sd_configs`: the files are client configs, read
     /// as this format.
     pub client: Option<super::clients::ClientFormat>,
+}
+
+/// A discovery source's `tls:` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(in crate::config) struct SdTlsFile {
+    pub(in crate::config) ca_file: Option<String>,
+    pub(in crate::config) cert_file: Option<String>,
+    pub(in crate::config) key_file: Option<String>,
+    #[serde(default)]
+    pub(in crate::config) insecure_skip_verify: bool,
 }
 
 /// TLS for an http_sd endpoint.
@@ -141,6 +154,8 @@ pub struct EntrySource<'a> {
     pub max_servers: usize,
     /// mcpmon's own listen addresses: an entry aimed at them is refused.
     pub own_addresses: &'a [SocketAddr],
+    /// `relabel_configs`, applied to each entry before it is checked.
+    pub relabel: &'a [super::relabel::Relabel],
 }
 
 /// Why an entry was left out.
@@ -165,6 +180,8 @@ pub enum Rejection {
     /// A record with a field past its size bound, or past what the source
     /// may keep in bytes.
     TooLarge,
+    /// A `relabel_configs` rule dropped it (as asked: no error).
+    Dropped,
 }
 
 impl Rejection {

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::{Checked, Discovered, Document, Report, Resolved, Shard, Source, Update};
+use super::{Against, Checked, Discovered, Document, Report, Resolved, Shard, Source, Update};
 use super::{read_files, sources};
-use crate::config::{Config, ConfigError, Entries, Rejection, TunablesFile};
+use crate::config::{Config, ConfigError, Entries, Rejection};
 
 /// What a source task validates its documents against, and what it
 /// already validated.
@@ -21,7 +21,7 @@ pub struct Checker {
     base: PathBuf,
     own: Arc<[SocketAddr]>,
     env: fn(&str) -> Option<String>,
-    global: watch::Receiver<Arc<TunablesFile>>,
+    global: watch::Receiver<Arc<Against>>,
     /// A fingerprint of each document's last text.
     seen: HashMap<PathBuf, u64>,
 }
@@ -34,7 +34,7 @@ impl Checker {
         source: Source,
         base: PathBuf,
         own: Arc<[SocketAddr]>,
-        global: watch::Receiver<Arc<TunablesFile>>,
+        global: watch::Receiver<Arc<Against>>,
     ) -> Checker {
         Checker {
             source,
@@ -121,13 +121,15 @@ fn fingerprint(bytes: &[u8]) -> u64 {
 pub(super) fn validate(
     doc: &Document,
     source: &Source,
-    global: &TunablesFile,
+    against: &Against,
     base: &Path,
     own: &[SocketAddr],
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Entries, ConfigError> {
     let text = (doc.text.as_ref()).map_err(|e| ConfigError::whole_file(&doc.origin, e.clone()))?;
-    let entry_source = source.entry_source(&doc.origin, base, own);
+    let mut entry_source = source.entry_source(&doc.origin, base, own);
+    entry_source.relabel = &against.relabel;
+    let global = &against.global;
     let Some(translated) = source.translate(&doc.origin, text, env)? else {
         return crate::config::parse_entries(&doc.origin, text, global, &entry_source, env);
     };
@@ -182,6 +184,7 @@ pub fn check_files(config: &Config) -> FileCheck {
 /// What each file source would add, and its report.
 fn read_all_files(config: &Config) -> (Resolved, Vec<Report>) {
     let env = |name: &str| std::env::var(name).ok();
+    let against = Against::of(config);
     let base = config.path.parent().unwrap_or(Path::new("."));
     let mut found = Discovered::default();
     let mut reports = Vec::new();
@@ -196,7 +199,7 @@ fn read_all_files(config: &Config) -> (Resolved, Vec<Report>) {
         let documents = read_files(source.files().unwrap_or_default())
             .into_iter()
             .map(|doc| {
-                let parsed = validate(&doc, &source, &config.global, base, &[], &env);
+                let parsed = validate(&doc, &source, &against, base, &[], &env);
                 Checked::Fresh(doc.origin, parsed)
             })
             .collect();

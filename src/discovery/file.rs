@@ -59,6 +59,7 @@ pub(super) fn local<'a>(
         base: origin.parent().unwrap_or(base),
         max_servers: sd.max_servers,
         own_addresses: own,
+        relabel: &[],
     }
 }
 

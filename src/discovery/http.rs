@@ -45,6 +45,7 @@ pub(super) fn remote<'a>(sd: &'a HttpSd, base: &'a Path, own: &'a [SocketAddr]) 
         base,
         max_servers: sd.max_servers,
         own_addresses: own,
+        relabel: &[],
     }
 }
 

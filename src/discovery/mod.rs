@@ -19,6 +19,7 @@ mod check;
 mod clients;
 mod file;
 mod http;
+mod kubernetes;
 mod registry;
 mod settle;
 pub mod shard;
@@ -66,6 +67,8 @@ pub enum Mechanism {
     ClientConfig,
     /// `registry_sd_configs`
     Registry,
+    /// `kubernetes_sd_configs`
+    Kubernetes,
 }
 
 impl Mechanism {
@@ -179,12 +182,37 @@ pub fn sources(config: &Config) -> Vec<Source> {
         Some(_) => Source::new(registry::Registry(h.clone())),
         None => Source::new(http::Endpoint(h.clone())),
     });
-    files.chain(endpoints).collect()
+    let clusters = config
+        .kubernetes_sd
+        .iter()
+        .map(|k| Source::new(kubernetes::Kubernetes(k.clone())));
+    files.chain(endpoints).chain(clusters).collect()
 }
 
 /// Every file `patterns` match, read (for `check-config`, and the file task).
 pub fn read_files(patterns: &[PathBuf]) -> Vec<Document> {
     file::read_all(patterns)
+}
+
+/// What every discovered entry is resolved against: the main file's
+/// `global:` and its `relabel_configs`. A change makes every source
+/// validate its documents again.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Against {
+    /// `global:` as written.
+    pub global: TunablesFile,
+    /// `relabel_configs`, in order.
+    pub relabel: Vec<crate::config::relabel::Relabel>,
+}
+
+impl Against {
+    /// What `config` resolves discovered entries against.
+    pub fn of(config: &Config) -> Against {
+        Against {
+            global: config.global.clone(),
+            relabel: config.relabel.clone(),
+        }
+    }
 }
 
 /// One document a source read: a file, or an endpoint's answer.
@@ -254,8 +282,8 @@ pub struct Discovery {
     next: u64,
     tx: mpsc::Sender<Update>,
     cancel: CancellationToken,
-    /// The main file's `global:`, which every entry is resolved against.
-    global: watch::Sender<Arc<TunablesFile>>,
+    /// What every entry is resolved against.
+    global: watch::Sender<Arc<Against>>,
     base: PathBuf,
     own: Arc<[SocketAddr]>,
 }
@@ -281,12 +309,12 @@ impl Discovery {
         }
     }
 
-    /// Run exactly `wanted`, resolving entries against `global`: a source
-    /// configured as before keeps its task (and its number, so its last
-    /// list stays), others start or stop. A changed `global` makes every
-    /// task validate its documents again. Returns the sources with their
-    /// numbers, in `wanted`'s order.
-    pub fn apply(&mut self, wanted: &[Source], global: &TunablesFile) -> Vec<(u64, Source)> {
+    /// Run exactly `wanted`, resolving entries `against` the main file: a
+    /// source configured as before keeps its task (and its number, so its
+    /// last list stays), others start or stop. A changed `against` makes
+    /// every task validate its documents again. Returns the sources with
+    /// their numbers, in `wanted`'s order.
+    pub fn apply(&mut self, wanted: &[Source], global: &Against) -> Vec<(u64, Source)> {
         self.global.send_if_modified(|g| {
             let changed = **g != *global;
             if changed {

@@ -67,7 +67,14 @@ fn feed_docs(
     let documents = documents
         .into_iter()
         .map(|doc| {
-            let parsed = validate(&doc, &src, &c.global, Path::new("/etc/mcpmon"), &own, env);
+            let parsed = validate(
+                &doc,
+                &src,
+                &super::Against::of(c),
+                Path::new("/etc/mcpmon"),
+                &own,
+                env,
+            );
             Checked::Fresh(doc.origin, parsed)
         })
         .collect();
@@ -321,7 +328,7 @@ fn each_shard_gets_the_servers_hashmod_assigns_it() {
 async fn a_source_task_validates_only_what_changed_and_everything_when_global_does() {
     let c = config(MAIN);
     let file = sources(&c).remove(0);
-    let (global_tx, global) = watch::channel(Arc::new(c.global.clone()));
+    let (global_tx, global) = watch::channel(Arc::new(super::Against::of(&c)));
     let mut checker = Checker::new(file, PathBuf::from("/etc/mcpmon"), Arc::new([]), global);
     let text = "- { id: f1, transport: http, url: \"http://h/mcp\" }\n";
     let interval = |checked: &[Checked]| match checked {
@@ -337,7 +344,7 @@ async fn a_source_task_validates_only_what_changed_and_everything_when_global_do
         .await;
     assert!(matches!(again[..], [Checked::Same(_)]), "{again:?}");
     let c2 = config(&MAIN.replace("7s", "3s"));
-    global_tx.send_replace(Arc::new(c2.global.clone()));
+    global_tx.send_replace(Arc::new(super::Against::of(&c2)));
     let after = checker
         .check(vec![doc("/etc/mcpmon/sd/a.yaml", text)])
         .await;

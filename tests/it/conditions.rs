@@ -120,6 +120,7 @@ fn an_http_sd_entry_may_not_carry_conditions() {
         base: std::path::Path::new("/nonexistent"),
         max_servers: 10,
         own_addresses: &[],
+        relabel: &[],
     };
     let text = r#"[{"id": "a", "transport": "http", "url": "http://127.0.0.1:1/mcp",
         "tools_conditions": [{"name": "t", "expr": "tools.size() > 0"}]}]"#;

@@ -19,6 +19,7 @@ mod faults;
 mod fuzz_regressions;
 mod hostile;
 mod images;
+mod kube_sd;
 mod kubernetes;
 mod layers;
 mod load_balancers;

@@ -24,11 +24,7 @@ pub struct Translated {
 impl Translated {
     /// Entries written elsewhere (a registry), with the source's line of
     /// each and those left out.
-    pub(in crate::config) fn new(
-        json: String,
-        lines: Vec<usize>,
-        left_out: Vec<crate::config::Rejected>,
-    ) -> Self {
+    pub fn new(json: String, lines: Vec<usize>, left_out: Vec<crate::config::Rejected>) -> Self {
         Translated {
             json,
             lines,

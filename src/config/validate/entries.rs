@@ -174,6 +174,9 @@ impl<'a> Validator<'a> {
         let Some(mut s) = parsed else {
             return rejected(super::Rejection::Invalid, found);
         };
+        if !super::relabel::entry(source.relabel, &mut s.id, &mut s.url, &mut s.labels) {
+            return rejected(super::Rejection::Dropped, Vec::new());
+        }
         if source.trust == (Trust::Remote { allow_stdio: false })
             && matches!(s.transport, TransportKind::Stdio)
         {

@@ -35,6 +35,8 @@ pub(super) fn parse(
             http_sd: doc.http_sd_configs,
             client_sd: doc.client_config_sd_configs,
             registry_sd: doc.registry_sd_configs,
+            kubernetes_sd: doc.kubernetes_sd_configs,
+            relabel: doc.relabel_configs,
             maintenance: doc.maintenance,
         }),
         Err(e) => {
@@ -97,6 +99,8 @@ struct Doc {
     http_sd: Vec<HttpSdFile>,
     client_sd: Vec<ClientSdFile>,
     registry_sd: Vec<RegistrySdFile>,
+    kubernetes_sd: Vec<crate::config::kubernetes::KubeSdFile>,
+    relabel: Vec<crate::config::relabel::RelabelFile>,
     maintenance: Vec<crate::config::maintenance::WindowFile>,
 }
 
@@ -179,7 +183,7 @@ impl<'a> Validator<'a> {
         }
     }
 
-    fn error(&mut self, at: &[Seg], message: String) {
+    pub(super) fn error(&mut self, at: &[Seg], message: String) {
         let e = self.at(at, message);
         self.errors.push(e);
     }
@@ -201,6 +205,8 @@ impl<'a> Validator<'a> {
             http_sd: Vec::new(),
             client_sd: Vec::new(),
             registry_sd: Vec::new(),
+            kubernetes_sd: Vec::new(),
+            relabel: Vec::new(),
             maintenance: Vec::new(),
         };
         let mut found = Vec::new();
@@ -224,6 +230,12 @@ impl<'a> Validator<'a> {
                         "registry_sd_configs" => {
                             doc.registry_sd = self.part(v, &at, "registry_sd_configs", &mut found).unwrap_or_default()
                         }
+                        "kubernetes_sd_configs" => {
+                            doc.kubernetes_sd = self.part(v, &at, "kubernetes_sd_configs", &mut found).unwrap_or_default()
+                        }
+                        "relabel_configs" => {
+                            doc.relabel = self.part(v, &at, "relabel_configs", &mut found).unwrap_or_default()
+                        }
                         "maintenance" => {
                             doc.maintenance = self.part(v, &at, "maintenance", &mut found).unwrap_or_default()
                         }
@@ -242,7 +254,7 @@ impl<'a> Validator<'a> {
                         },
                         other => found.push(self.at(
                             &at,
-                            format!("unknown field `{other}`, expected one of `global`, `fleet`, `servers`, `file_sd_configs`, `http_sd_configs`, `client_config_sd_configs`, `registry_sd_configs`, `maintenance`"),
+                            format!("unknown field `{other}`, expected one of `global`, `fleet`, `servers`, `file_sd_configs`, `http_sd_configs`, `client_config_sd_configs`, `registry_sd_configs`, `kubernetes_sd_configs`, `relabel_configs`, `maintenance`"),
                         )),
                     }
                 }
@@ -307,6 +319,8 @@ impl<'a> Validator<'a> {
             http_sd,
             client_sd,
             registry_sd,
+            kubernetes_sd,
+            relabel,
             maintenance,
         } = doc;
         let g = [Seg::key("global")];
@@ -353,6 +367,27 @@ impl<'a> Validator<'a> {
         http_sd.extend(registry_sd.into_iter().enumerate().filter_map(|(i, r)| {
             self.registry_sd(r, &[Seg::key("registry_sd_configs"), Seg::Index(i)])
         }));
+        let kubernetes_sd = kubernetes_sd
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, k)| {
+                self.kubernetes_sd(k, &[Seg::key("kubernetes_sd_configs"), Seg::Index(i)])
+            })
+            .collect();
+        let relabel = relabel
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, r)| match r.check() {
+                Ok(rule) => Some(rule),
+                Err(e) => {
+                    self.error(
+                        &[Seg::key("relabel_configs"), Seg::Index(i)],
+                        format!("relabel_configs[{i}]: {e}"),
+                    );
+                    None
+                }
+            })
+            .collect();
         let maintenance = self.maintenance(&maintenance, &servers);
         Config {
             path: self.path.to_owned(),
@@ -362,6 +397,8 @@ impl<'a> Validator<'a> {
             global: doc_global,
             file_sd,
             http_sd,
+            kubernetes_sd,
+            relabel,
             maintenance,
             warnings: Vec::new(),
         }

@@ -1,6 +1,8 @@
 //! The `file_sd_configs` and `http_sd_configs` of the main file.
 
 use super::*;
+use crate::config::kubernetes::{KubeSd, KubeSdFile};
+use crate::config::sd::SdTlsFile;
 
 impl Validator<'_> {
     /// A `file_sd_configs` entry: patterns in Prometheus's form
@@ -130,27 +132,7 @@ impl Validator<'_> {
             .bearer_token_env
             .as_deref()
             .and_then(|var| self.env_secret(var, &sub("bearer_token_env")));
-        let mut file = |name: &str, value: &Option<String>| -> Option<PathBuf> {
-            let path = self.base.join(value.as_deref()?);
-            if let Err(e) = std::fs::metadata(&path) {
-                let mut p = sub("tls");
-                p.push(Seg::key(name));
-                self.error(&p, format!("cannot read {}: {e}", path.display()));
-            }
-            Some(path)
-        };
-        let tls = SdTls {
-            ca_file: file("ca_file", &h.tls.ca_file),
-            cert_file: file("cert_file", &h.tls.cert_file),
-            key_file: file("key_file", &h.tls.key_file),
-            insecure_skip_verify: h.tls.insecure_skip_verify,
-        };
-        if tls.cert_file.is_some() != tls.key_file.is_some() {
-            self.error(
-                &sub("tls"),
-                "set both cert_file and key_file, or neither".to_owned(),
-            );
-        }
+        let tls = self.sd_tls(&h.tls, &sub("tls"));
         self.labels(&h.labels, &sub("labels"));
         Some(HttpSd {
             url,
@@ -176,5 +158,110 @@ impl Validator<'_> {
         }
         sd.registry = Some(RegistryQuery { search });
         Some(sd)
+    }
+
+    /// A discovery source's `tls:`: each file must be readable, and a
+    /// client certificate comes with its key.
+    pub(in crate::config) fn sd_tls(&mut self, t: &SdTlsFile, at: &[Seg]) -> SdTls {
+        let mut file = |name: &str, value: &Option<String>| -> Option<PathBuf> {
+            let path = self.base.join(value.as_deref()?);
+            if let Err(e) = std::fs::metadata(&path) {
+                self.error(
+                    &under(at, name),
+                    format!("cannot read {}: {e}", path.display()),
+                );
+            }
+            Some(path)
+        };
+        let tls = SdTls {
+            ca_file: file("ca_file", &t.ca_file),
+            cert_file: file("cert_file", &t.cert_file),
+            key_file: file("key_file", &t.key_file),
+            insecure_skip_verify: t.insecure_skip_verify,
+        };
+        if tls.cert_file.is_some() != tls.key_file.is_some() {
+            self.error(at, "set both cert_file and key_file, or neither".to_owned());
+        }
+        tls
+    }
+}
+
+impl Validator<'_> {
+    /// A `kubernetes_sd_configs` entry; every problem named at its key.
+    pub(super) fn kubernetes_sd(&mut self, k: KubeSdFile, at: &[Seg]) -> Option<KubeSd> {
+        let sub = |name: &str| under(at, name);
+        let api_server = match k.api_server.as_deref() {
+            None => None,
+            Some(s) => match url::Url::parse(s) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") => Some(u),
+                _ => {
+                    self.error(
+                        &sub("api_server"),
+                        format!("api_server {s:?} is not an http(s) URL"),
+                    );
+                    return None;
+                }
+            },
+        };
+        if api_server.is_some() && k.kubeconfig_file.is_some() {
+            self.error(
+                &sub("api_server"),
+                "api_server and kubeconfig_file are exclusive: the kubeconfig names its server"
+                    .to_owned(),
+            );
+        }
+        let mut label_selector = None;
+        let mut field_selector = None;
+        for (i, s) in k.selectors.iter().enumerate() {
+            let mut p = sub("selectors");
+            p.push(Seg::Index(i));
+            if s.role.is_some_and(|r| r != k.role) {
+                p.push(Seg::key("role"));
+                self.error(
+                    &p,
+                    format!(
+                        "a selector for another role than this config's ({})",
+                        k.role.as_str()
+                    ),
+                );
+                continue;
+            }
+            // Several selectors of one role are ANDed, as Kubernetes reads
+            // a comma.
+            let join = |into: &mut Option<String>, add: &Option<String>| {
+                if let Some(add) = add {
+                    *into = Some(match into.take() {
+                        Some(old) => format!("{old},{add}"),
+                        None => add.clone(),
+                    });
+                }
+            };
+            join(&mut label_selector, &s.label);
+            join(&mut field_selector, &s.field);
+        }
+        let file = |v: &mut Self, name: &str, value: Option<&str>| -> Option<PathBuf> {
+            let path = v.base.join(value?);
+            if let Err(e) = std::fs::metadata(&path) {
+                v.error(&sub(name), format!("cannot read {}: {e}", path.display()));
+            }
+            Some(path)
+        };
+        let kubeconfig_file = file(self, "kubeconfig_file", k.kubeconfig_file.as_deref());
+        let bearer_token_file = file(self, "bearer_token_file", k.bearer_token_file.as_deref());
+        let tls = self.sd_tls(&k.tls, &sub("tls"));
+        self.labels(&k.labels, &sub("labels"));
+        Some(KubeSd {
+            role: k.role,
+            namespaces: k.namespaces.names,
+            own_namespace: k.namespaces.own_namespace,
+            label_selector,
+            field_selector,
+            kubeconfig_file,
+            api_server,
+            tls,
+            bearer_token_file,
+            labels: k.labels,
+            max_servers: k.max_servers.unwrap_or(super::sd::MAX_SERVERS),
+        })
     }
 }

@@ -11,6 +11,7 @@ mod require;
 mod binary;
 mod certs;
 mod in_process;
+pub mod kube;
 mod paths;
 mod poll;
 mod procs;
