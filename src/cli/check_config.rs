@@ -28,6 +28,14 @@ pub fn run(file: &Path) -> ExitCode {
             }
             let now = chrono::Utc::now();
             print!("{}", config::maintenance::describe(&cfg.maintenance, now));
+            // What each Kubernetes source reads, for the RBAC to grant it.
+            for sd in &cfg.kubernetes_sd {
+                println!(
+                    "kubernetes_sd {}: {}",
+                    sd.role.as_str(),
+                    mcpmon::discovery::rbac(sd)
+                );
+            }
             let (from_files, problems) = check_file_sd(&cfg);
             if problems > 0 {
                 return ExitCode::from(1);

@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::clients::Translated;
 use crate::config::{Config, ConfigError, Entries, EntrySource, TunablesFile};
 pub use check::{Checker, FileCheck, check_files};
+pub use kubernetes::rbac;
 pub use settle::{Discovered, Report, Resolved};
 pub use shard::{Shard, ShardError};
 

@@ -114,7 +114,8 @@ fn the_chart_lints_and_renders_valid_objects_for_three_shards() {
         r#"webConfig={"basic_auth_users":{"prometheus":"$2y$10$abcdefghijklmnopqrstuv"}}"#,
     ]);
     let report = validate(&text);
-    assert!(report.contains("7 of 7 objects valid"), "{report}");
+    // With the default discovery: its ServiceAccount, Role and RoleBinding.
+    assert!(report.contains("10 of 10 objects valid"), "{report}");
 
     let sts = object(&objects, "StatefulSet");
     assert_eq!(sts["spec"]["replicas"].as_u64(), Some(3));
@@ -271,6 +272,154 @@ fn the_rendered_fleet_file_is_a_valid_config_and_the_dashboards_are_the_shipped_
             "{name}: run python3 dashboards/build.py"
         );
     }
+}
+
+/// Every Kubernetes discovery role the fleet file can name.
+const ROLES: [&str; 8] = [
+    "service",
+    "toolhive_mcpserver",
+    "toolhive_mcpremoteproxy",
+    "toolhive_mcpserverentry",
+    "toolhive_virtualmcpserver",
+    "kagent_remotemcpserver",
+    "kmcp_mcpserver",
+    "mcp_lifecycle_mcpserver",
+];
+
+/// The chart's RBAC for Kubernetes discovery is exactly what the code
+/// reads: `mcpmon check-config` on the rendered fleet file names, for each
+/// source, the verbs, group and resource it reads and where; the rendered
+/// Roles (one per namespace) or ClusterRole grant exactly those, bound to
+/// the account the pod runs as, and nothing else.
+#[test]
+fn the_charts_rbac_is_exactly_what_discovery_reads() {
+    require!(program("helm"));
+    let roles = format!("kubernetesDiscovery.roles={{{}}}", ROLES.join(","));
+    for (args, kind, namespaces) in [
+        (vec!["--set", roles.as_str()], "Role", vec!["default"]),
+        (
+            vec![
+                "--set",
+                roles.as_str(),
+                "--set",
+                "kubernetesDiscovery.namespaces={team-a,team-b}",
+            ],
+            "Role",
+            vec!["team-a", "team-b"],
+        ),
+        (
+            vec![
+                "--set",
+                roles.as_str(),
+                "--set",
+                "kubernetesDiscovery.allNamespaces=true",
+            ],
+            "ClusterRole",
+            vec![],
+        ),
+    ] {
+        let (_, objects) = template(&args);
+        let fleet = objects
+            .iter()
+            .find(|o| {
+                o["kind"].as_str() == Some("ConfigMap") && o["data"]["fleet.yaml"].is_string()
+            })
+            .expect("fleet ConfigMap");
+        let file = written(
+            "fleet.yaml",
+            fleet["data"]["fleet.yaml"].as_str().expect("text"),
+        );
+        let out = run_ok(
+            Command::new(env!("CARGO_BIN_EXE_mcpmon"))
+                .arg("check-config")
+                .arg(file.path()),
+        );
+        // What the code reads: (verbs, group, resource) per source, and where.
+        let mut reads: Vec<(String, String, String)> = Vec::new();
+        let mut wheres = std::collections::BTreeSet::new();
+        for line in out.lines().filter(|l| l.contains("rbac: ")) {
+            let field = |k: &str| {
+                line.split_whitespace()
+                    .find_map(|w| w.strip_prefix(&format!("{k}=")))
+                    .unwrap_or_else(|| panic!("{k} in {line}"))
+                    .trim_matches('"')
+                    .to_owned()
+            };
+            reads.push((field("verbs"), field("apiGroup"), field("resource")));
+            wheres.insert(field("namespaces"));
+        }
+        reads.sort();
+        assert_eq!(reads.len(), ROLES.len(), "{out}");
+        let want_where = if namespaces.is_empty() {
+            "all".to_owned()
+        } else if args.iter().any(|a| a.contains("namespaces={")) {
+            namespaces.join(",")
+        } else {
+            "own".to_owned()
+        };
+        assert_eq!(
+            wheres.into_iter().collect::<Vec<_>>(),
+            [want_where],
+            "{out}"
+        );
+        // What the chart grants.
+        let granted: Vec<&yaml_serde::Value> = objects
+            .iter()
+            .filter(|o| o["kind"].as_str() == Some(kind))
+            .collect();
+        let granted_in: Vec<&str> = granted
+            .iter()
+            .filter_map(|o| o["metadata"]["namespace"].as_str())
+            .collect();
+        assert_eq!(granted_in, namespaces, "{kind} per watched namespace");
+        for role in &granted {
+            let mut rules: Vec<(String, String, String)> = role["rules"]
+                .as_sequence()
+                .expect("rules")
+                .iter()
+                .map(|r| {
+                    let list = |k: &str| -> Vec<String> {
+                        r[k].as_sequence()
+                            .expect(k)
+                            .iter()
+                            .map(|v| v.as_str().expect("string").to_owned())
+                            .collect()
+                    };
+                    let (groups, resources) = (list("apiGroups"), list("resources"));
+                    assert_eq!(
+                        (groups.len(), resources.len()),
+                        (1, 1),
+                        "one kind a rule: {r:?}"
+                    );
+                    (
+                        list("verbs").join(","),
+                        groups[0].clone(),
+                        resources[0].clone(),
+                    )
+                })
+                .collect();
+            rules.sort();
+            assert_eq!(rules, reads, "{kind} grants exactly what discovery reads");
+        }
+        let binding = object(&objects, &format!("{kind}Binding"));
+        let account = object(&objects, "ServiceAccount")["metadata"]["name"].clone();
+        assert_eq!(binding["subjects"][0]["name"], account);
+        assert_eq!(
+            object(&objects, "StatefulSet")["spec"]["template"]["spec"]["serviceAccountName"],
+            account
+        );
+    }
+    // With no role, no account token is mounted and nothing is granted.
+    let (_, objects) = template(&["--set", "kubernetesDiscovery.roles=null"]);
+    assert!(
+        !objects
+            .iter()
+            .any(|o| o["kind"].as_str().is_some_and(|k| k.contains("Role")))
+    );
+    assert_eq!(
+        object(&objects, "StatefulSet")["spec"]["template"]["spec"]["automountServiceAccountToken"],
+        yaml_serde::Value::Bool(false)
+    );
 }
 
 #[test]

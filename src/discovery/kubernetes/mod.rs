@@ -35,6 +35,27 @@ const SETTLE: Duration = Duration::from_millis(200);
 /// The longest wait between two attempts to reach the API server.
 const MAX_RETRY: Duration = Duration::from_secs(30);
 
+/// What a `kubernetes_sd_configs` entry reads, as one RBAC rule: `list`
+/// and `watch` on its kind, in its namespaces (`own` for mcpmon's own, none
+/// for all). API discovery (`/apis/GROUP`) is open to every authenticated
+/// user; Secrets are never read.
+pub fn rbac(sd: &KubeSd) -> String {
+    let kind = sd.role.kind();
+    let mut namespaces = sd.namespaces.clone();
+    if sd.own_namespace {
+        namespaces.push("own".to_owned());
+    }
+    let namespaces = if namespaces.is_empty() {
+        "all".to_owned()
+    } else {
+        namespaces.join(",")
+    };
+    format!(
+        "rbac: verbs=list,watch apiGroup={:?} resource={} namespaces={namespaces}",
+        kind.group, kind.plural
+    )
+}
+
 /// A `kubernetes_sd_configs` entry.
 #[derive(Debug, PartialEq)]
 pub(super) struct Kubernetes(pub(super) KubeSd);

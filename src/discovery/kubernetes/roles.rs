@@ -49,22 +49,40 @@ pub struct Kind {
     pub group: &'static str,
     /// Kind.
     pub kind: &'static str,
+    /// The resource's name in URLs and RBAC rules.
+    pub plural: &'static str,
 }
 
 impl Role {
     /// The kind its objects are.
     pub fn kind(self) -> Kind {
-        let (group, kind) = match self {
-            Role::Service => ("", "Service"),
-            Role::ToolhiveMcpserver => ("toolhive.stacklok.dev", "MCPServer"),
-            Role::ToolhiveMcpremoteproxy => ("toolhive.stacklok.dev", "MCPRemoteProxy"),
-            Role::ToolhiveMcpserverentry => ("toolhive.stacklok.dev", "MCPServerEntry"),
-            Role::ToolhiveVirtualmcpserver => ("toolhive.stacklok.dev", "VirtualMCPServer"),
-            Role::KagentRemotemcpserver => ("kagent.dev", "RemoteMCPServer"),
-            Role::KmcpMcpserver => ("kagent.dev", "MCPServer"),
-            Role::McpLifecycleMcpserver => ("mcp.x-k8s.io", "MCPServer"),
+        let (group, kind, plural) = match self {
+            Role::Service => ("", "Service", "services"),
+            Role::ToolhiveMcpserver => ("toolhive.stacklok.dev", "MCPServer", "mcpservers"),
+            Role::ToolhiveMcpremoteproxy => (
+                "toolhive.stacklok.dev",
+                "MCPRemoteProxy",
+                "mcpremoteproxies",
+            ),
+            Role::ToolhiveMcpserverentry => (
+                "toolhive.stacklok.dev",
+                "MCPServerEntry",
+                "mcpserverentries",
+            ),
+            Role::ToolhiveVirtualmcpserver => (
+                "toolhive.stacklok.dev",
+                "VirtualMCPServer",
+                "virtualmcpservers",
+            ),
+            Role::KagentRemotemcpserver => ("kagent.dev", "RemoteMCPServer", "remotemcpservers"),
+            Role::KmcpMcpserver => ("kagent.dev", "MCPServer", "mcpservers"),
+            Role::McpLifecycleMcpserver => ("mcp.x-k8s.io", "MCPServer", "mcpservers"),
         };
-        Kind { group, kind }
+        Kind {
+            group,
+            kind,
+            plural,
+        }
     }
 }
 
