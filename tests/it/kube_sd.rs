@@ -285,3 +285,156 @@ async fn five_kinds_of_objects_become_servers_that_follow_them_through_an_api_se
     wait_ids(&mon, "the watch resumes, nothing duplicated", &resumed).await;
     mon.wait_status("mcp-test_late", "healthy", SOON).await;
 }
+
+/// A `/proc/PID/status` figure in KiB (`VmRSS`, `VmHWM`).
+fn status_kib(pid: i32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .expect("status")
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} of {pid}"))
+}
+
+/// The value of the series of `family` whose labels contain `labels`.
+fn series(metrics: &str, family: &str, labels: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")) && l.contains(labels))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// mcpmon on `namespace`, every entry but `server-00000` dropped by a rule
+/// (one session: listing, translating and checking are what is measured);
+/// the time until the source reported `want` dropped and one kept, and the
+/// RSS and peak RSS then.
+async fn list_with_mcpmon(cluster: &Cluster, namespace: &str, want: f64) -> (Duration, u64, u64) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = dir.path().join("mcpmon.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "kubernetes_sd_configs:\n  - role: kagent_remotemcpserver\n    kubeconfig_file: {}\n    namespaces: {{names: [{namespace}]}}\n    max_servers: 10000\n\
+             relabel_configs:\n  - {{source_labels: [__meta_kubernetes_name], regex: 'server-00000', action: keep}}\n",
+            cluster.kubeconfig().display()
+        ),
+    )
+    .expect("config");
+    let started = std::time::Instant::now();
+    let mon = Binary::start(&config, &[]).await;
+    eventually(
+        "the list is reported",
+        Duration::from_secs(120),
+        async || {
+            let (_, text) = mon.get("/metrics").await;
+            let dropped = series(
+                &text,
+                "mcpmon_sd_entries_rejected_total",
+                "mechanism=\"kubernetes\",reason=\"dropped\"",
+            );
+            let listed =
+                series(&text, "mcpmon_sd_servers", "mechanism=\"kubernetes\"") == Some(1.0);
+            match dropped.unwrap_or(0.0) {
+                n if n == want && listed => Ok(()),
+                n => Err((
+                    n,
+                    text.lines()
+                        .filter(|l| l.starts_with("mcpmon_sd_"))
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>(),
+                )),
+            }
+        },
+    )
+    .await;
+    let took = started.elapsed();
+    (
+        took,
+        status_kib(mon.pid(), "VmRSS:"),
+        status_kib(mon.pid(), "VmHWM:"),
+    )
+}
+
+/// Benchmark, not a test of speed: 5 000 objects listed by mcpmon, beside
+/// the same API server's raw list of them and mcpmon on an empty namespace
+/// (its floor), measured in the same run. Figures in docs/benchmarks.md.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: cargo test --release --test it -- --ignored --nocapture kube_sd::five_thousand"]
+async fn five_thousand_objects_listed() {
+    require!(
+        installed("tests/kube/bin/kube-apiserver"),
+        installed("tests/kube/bin/etcd"),
+        program("openssl"),
+    );
+    const N: usize = 5000;
+    let _turn = turn().await;
+    let cluster = Cluster::start().await;
+    cluster.install_crds(&operator_crds()).await;
+    for ns in ["many", "none"] {
+        cluster
+            .create("/api/v1/namespaces", json!({"metadata": {"name": ns}}))
+            .await;
+    }
+    cluster
+        .create(
+            "/apis/kagent.dev/v1alpha2/namespaces/none/remotemcpservers",
+            json!({"apiVersion": "kagent.dev/v1alpha2", "kind": "RemoteMCPServer",
+                   "metadata": {"name": "server-00000", "namespace": "none"},
+                   "spec": {"url": "http://server-00000.none.svc:8080/mcp"}}),
+        )
+        .await;
+    let path = "/apis/kagent.dev/v1alpha2/namespaces/many/remotemcpservers";
+    let made = std::time::Instant::now();
+    let cluster = std::sync::Arc::new(cluster);
+    let mut tasks = tokio::task::JoinSet::new();
+    for worker in 0..16 {
+        let cluster = cluster.clone();
+        tasks.spawn(async move {
+            for i in (worker..N).step_by(16) {
+                cluster
+                    .create(
+                        path,
+                        json!({"apiVersion": "kagent.dev/v1alpha2", "kind": "RemoteMCPServer",
+                               "metadata": {"name": format!("server-{i:05}"), "namespace": "many",
+                                            "labels": {"team": format!("team-{}", i % 40), "app.kubernetes.io/name": "mcp"}},
+                               "spec": {"url": format!("http://server-{i:05}.many.svc:8080/mcp"), "protocol": "STREAMABLE_HTTP"}}),
+                    )
+                    .await;
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.expect("creator");
+    }
+    eprintln!(
+        "created {N} objects in {:.1} s",
+        made.elapsed().as_secs_f64()
+    );
+    let raw = std::time::Instant::now();
+    let (code, list) = cluster.get(path).await;
+    let raw = raw.elapsed();
+    assert_eq!(code, 200);
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(N));
+    let (floor_time, floor_rss, floor_peak) = list_with_mcpmon(&cluster, "none", 0.0).await;
+    let (time, rss, peak) = list_with_mcpmon(&cluster, "many", (N - 1) as f64).await;
+    println!(
+        "raw list of {N} objects (one GET, JSON parsed): {:.3} s",
+        raw.as_secs_f64()
+    );
+    println!(
+        "mcpmon, a namespace of one: start to listed {:.3} s, RSS {floor_rss} KiB, peak {floor_peak} KiB",
+        floor_time.as_secs_f64()
+    );
+    println!(
+        "mcpmon, {N} objects: start to listed {:.3} s, RSS {rss} KiB, peak {peak} KiB",
+        time.as_secs_f64()
+    );
+    println!(
+        "ratios: time over the one-object floor {:.2}x; extra time per object over the raw list {:.2}x; RSS {:.2}x, peak {:.2}x the one-object floor; {:.2} KiB RSS per object",
+        time.as_secs_f64() / floor_time.as_secs_f64(),
+        (time - floor_time).as_secs_f64() / raw.as_secs_f64(),
+        rss as f64 / floor_rss as f64,
+        peak as f64 / floor_peak as f64,
+        (rss.saturating_sub(floor_rss)) as f64 / N as f64,
+    );
+}
