@@ -143,6 +143,14 @@ class Mixin:
                 "MCP server {{ $labels.server }} is flapping",
                 "MCP server {{ $labels.server }} changed state {{ $value | humanize }} times in 15 minutes."),
             self.server_alert(
+                "McpServerReadyButUnhealthy",
+                f"{m('mcpmon_server_operator_ready')} == 1 and on (job, instance, server) {unhealthy} == 1",
+                "warning",
+                "The operator says {{ $labels.server }} is ready; mcpmon judges it unhealthy",
+                "The {{ $labels.kind }} behind {{ $labels.server }} says it is ready, but mcpmon has judged "
+                f"it unhealthy for 5 minutes (reason: {reason}): the operator checks its config, not the server.",
+                for_="5m"),
+            self.server_alert(
                 "McpServerPingLatencyHigh", "server:mcpmon_ping_duration_seconds:p99_rate5m > 0.5", "warning",
                 "MCP server {{ $labels.server }} answers liveness probes slowly",
                 "The 99th percentile of liveness round trips to {{ $labels.server }} has been "

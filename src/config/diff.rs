@@ -35,7 +35,7 @@ impl Diff {
         for spec in running {
             running_ids.insert(spec.id.as_str());
             match wanted_by_id.get(spec.id.as_str()) {
-                Some(new) if *new == spec => diff.kept += 1,
+                Some(new) if new.same_session(spec) => diff.kept += 1,
                 Some(_) => diff.changed.push(spec.id.clone()),
                 None => diff.removed.push(spec.id.clone()),
             }
@@ -105,5 +105,23 @@ mod tests {
         assert!(!diff.is_empty());
         assert!(Diff::between(&running, &running).is_empty());
         assert_eq!(Diff::between(&running, &running).kept, 3);
+    }
+
+    #[test]
+    fn what_the_operator_says_never_restarts_a_server_but_a_label_does() {
+        let running = [spec("a", "/bin/a")];
+        let mut said = spec("a", "/bin/a");
+        said.operator = Some(crate::config::OperatorWord {
+            kind: "MCPServer".into(),
+            phase: Some("Failed".into()),
+            ready: Some(false),
+        });
+        assert_eq!(Diff::between(&running, std::slice::from_ref(&said)).kept, 1);
+        said.labels.push(crate::config::Label {
+            name: "team".into(),
+            exported: "label_team".into(),
+            value: "a".into(),
+        });
+        assert_eq!(Diff::between(&running, &[said]).changed, ["a"]);
     }
 }

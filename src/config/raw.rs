@@ -116,6 +116,15 @@ pub(super) struct HttpSdFile {
     pub(super) max_servers: Option<usize>,
 }
 
+/// `operator:` of a server entry (Kubernetes discovery writes it).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct OperatorFile {
+    pub(super) kind: String,
+    pub(super) phase: Option<String>,
+    pub(super) ready: Option<bool>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub(super) enum TransportKind {
@@ -160,6 +169,8 @@ pub(super) struct ServerFile {
     /// Labels of the operator's (team, env…), exported on `mcpmon_server_labels`.
     #[serde(default)]
     pub(super) labels: BTreeMap<String, String>,
+    /// What the operator that runs the server says of it.
+    pub(super) operator: Option<OperatorFile>,
     #[serde(flatten)]
     pub(super) tunables: FlatTunables,
 }

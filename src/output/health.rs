@@ -50,6 +50,9 @@ struct ServerView<'a> {
     tools_hash: Option<&'a str>,
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     labels: std::collections::BTreeMap<&'a str, &'a str>,
+    /// What the operator that runs it says, beside the verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    operator: Option<&'a crate::config::OperatorWord>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     tools_missing: &'a [String],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -117,6 +120,7 @@ impl<'a> ServerView<'a> {
                 .iter()
                 .map(|l| (l.name.as_str(), l.value.as_str()))
                 .collect(),
+            operator: s.operator.as_ref(),
             tools_missing: &s.tools_missing,
             tools_invalid: s
                 .tools_invalid

@@ -54,6 +54,8 @@ pub enum Msg {
     },
     /// A server left the fleet.
     Remove(Arc<str>),
+    /// What its operator says of a server changed (its session stays).
+    Said(Arc<str>, Option<crate::config::OperatorWord>),
     /// A new fleet policy (after a reload).
     Policy(FleetPolicy),
     /// The maintenance windows (at start and after a reload).

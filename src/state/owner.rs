@@ -89,6 +89,11 @@ impl Owner {
                     count(&mut self.snap.counts, key(&old.status), -1);
                 }
             }
+            Msg::Said(id, word) => {
+                if let Some(record) = self.snap.servers.get_mut(&id) {
+                    Arc::make_mut(record).status.operator = word;
+                }
+            }
             Msg::Policy(p) => self.snap.policy = p,
             Msg::Maintenance(windows) => self.windows = windows,
             Msg::Discovery(news) => self.snap.discovery.record(news),
@@ -130,8 +135,10 @@ impl Owner {
         // the status (strings and lists) for them would be half the work.
         if applied.judged {
             let window = record.status.maintenance.take();
+            let said = record.status.operator.take();
             record.status = entry.tracker.status().clone();
             record.status.maintenance = window;
+            record.status.operator = said;
         }
         // Windows open and close with the clock: looked at on every event,
         // and a server hears of one at least every probe interval.

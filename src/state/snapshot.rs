@@ -147,6 +147,11 @@ pub struct ServerStatus {
     /// Each task probe's latest task: the busy evidence while one works.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<TaskSeen>,
+    /// What the operator that runs it says, beside the verdict: "the
+    /// operator says Ready, mcpmon says unhealthy" is one look (and one
+    /// alert). Discovery keeps it current without a restart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operator: Option<crate::config::OperatorWord>,
 }
 
 impl ServerStatus {
@@ -179,6 +184,7 @@ impl ServerStatus {
             events: Arc::new(VecDeque::new()),
             maintenance: None,
             tasks: Vec::new(),
+            operator: spec.operator.clone(),
             history: Arc::new(VecDeque::from([(SystemTime::now(), State::Unknown)])),
         }
     }

@@ -31,6 +31,7 @@ pub fn spec(id: &str) -> ServerSpec {
         labels: vec![],
         trust: crate::config::Trust::Local,
         scrubber: Default::default(),
+        operator: None,
     }
 }
 

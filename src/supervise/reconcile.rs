@@ -149,8 +149,15 @@ impl Supervisors {
             let _ = self.state.send(Msg::Remove(Arc::from(id.as_str()))).await;
         }
         for spec in &config.servers {
-            if !self.running.contains_key(&spec.id) {
+            let Some(running) = self.running.get_mut(&spec.id) else {
                 self.start(spec.clone()).await;
+                continue;
+            };
+            // Kept: only what its operator says may have changed.
+            if running.spec.operator != spec.operator {
+                running.spec.operator = spec.operator.clone();
+                let id = Arc::from(spec.id.as_str());
+                let _ = self.state.send(Msg::Said(id, spec.operator.clone())).await;
             }
         }
         diff

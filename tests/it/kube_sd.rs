@@ -196,6 +196,45 @@ async fn five_kinds_of_objects_become_servers_that_follow_them_through_an_api_se
     assert_eq!(be["labels"]["virtual_server"], "vmcp", "{be}");
     assert_eq!(be["labels"]["backend"], "be1", "{be}");
 
+    // The operator's word beside mcpmon's: ToolHive says Ready, and then
+    // Failed, which reaches the JSON and the series without a new session.
+    let (_, v) = mon.server("mcp-test_th").await;
+    assert_eq!(
+        v["operator"],
+        json!({"kind": "MCPServer", "phase": "Ready", "ready": true}),
+        "{v}"
+    );
+    let sessions = v["sessions"].clone();
+    let ready_series = async |want: &str| {
+        let line = format!(
+            "mcpmon_server_operator_ready{{kind=\"MCPServer\",server=\"mcp-test_th\"}} {want}"
+        );
+        eventually(&line, SOON, async || {
+            let (_, text) = mon.get("/metrics").await;
+            if text.lines().any(|l| l == line) {
+                Ok(())
+            } else {
+                Err(line.clone())
+            }
+        })
+        .await;
+    };
+    ready_series("1").await;
+    cluster
+        .patch(
+            &format!("{th}/th/status"),
+            json!({"status": {"phase": "Failed"}}),
+        )
+        .await;
+    ready_series("0").await;
+    let (_, v) = mon.server("mcp-test_th").await;
+    assert_eq!(v["operator"]["phase"], "Failed", "{v}");
+    assert_eq!(v["status"], "healthy", "mcpmon's own verdict stands: {v}");
+    assert_eq!(
+        v["sessions"], sessions,
+        "the operator's word restarts nothing: {v}"
+    );
+
     // Change: a new label on one object reaches its server; a label the
     // drop rule reads removes another.
     cluster

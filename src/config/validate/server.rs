@@ -60,6 +60,12 @@ impl Validator<'_> {
             labels,
             trust: self.trust,
             scrubber: Default::default(),
+            // Bounded: it is shown and exported as a label value.
+            operator: s.operator.map(|o| crate::config::OperatorWord {
+                kind: crate::config::defuse(&o.kind, 64),
+                phase: o.phase.map(|p| crate::config::defuse(&p, 64)),
+                ready: o.ready,
+            }),
         };
         spec.scrubber = std::sync::Arc::new(crate::redact::Scrubber::new(spec.secrets()));
         Some(spec)

@@ -97,17 +97,23 @@ pub struct Target {
     pub transport: &'static str,
     /// Its labels, `__meta_kubernetes_*` among them.
     pub labels: BTreeMap<String, String>,
+    /// What its operator says of it (`{kind, phase, ready}`), if anything.
+    pub operator: Option<Value>,
 }
 
 impl Target {
     /// As a server entry.
     pub fn entry(&self) -> Value {
-        json!({
+        let mut entry = json!({
             "id": self.id,
             "transport": self.transport,
             "url": self.url,
             "labels": self.labels,
-        })
+        });
+        if let Some(said) = &self.operator {
+            entry["operator"] = said.clone();
+        }
+        entry
     }
 }
 
@@ -185,6 +191,7 @@ pub fn targets(role: Role, object: &Value) -> Vec<Target> {
 struct Base {
     id: String,
     labels: BTreeMap<String, String>,
+    operator: Option<Value>,
 }
 
 impl Base {
@@ -213,12 +220,15 @@ impl Base {
             meta_label(&format!("annotationpresent_{clean}"), "true");
         }
         let status = &object["status"];
-        if let Some(phase) = text(&status["phase"]) {
-            meta_label("phase", &phase);
+        let phase = text(&status["phase"]);
+        let ready = condition(status, "Ready");
+        if let Some(phase) = &phase {
+            meta_label("phase", phase);
         }
-        if let Some(ready) = condition(status, "Ready") {
-            meta_label("ready", &ready);
+        if let Some(ready) = &ready {
+            meta_label("ready", ready);
         }
+        let operator = said(role, phase.as_deref(), ready.as_deref());
         // The object's own labels, as plain labels, and its namespace.
         for (k, v) in strings(&meta["labels"]) {
             labels.insert(defuse(&k, 317), defuse(&v, MAX_VALUE));
@@ -227,6 +237,7 @@ impl Base {
         Base {
             id: format!("{namespace}_{name}"),
             labels,
+            operator,
         }
     }
 
@@ -236,8 +247,31 @@ impl Base {
             url: defuse(&url, 2048),
             transport,
             labels: self.labels.clone(),
+            operator: self.operator.clone(),
         }
     }
+}
+
+/// What an operator says of its object: its phase, and whether it is ready
+/// (its `Ready` condition when it has one, else its phase). Services have
+/// no operator.
+fn said(role: Role, phase: Option<&str>, ready: Option<&str>) -> Option<Value> {
+    if role == Role::Service || (phase.is_none() && ready.is_none()) {
+        return None;
+    }
+    let ready = match ready {
+        Some("True") => Some(true),
+        Some("False") => Some(false),
+        _ => phase.map(|p| matches!(p, "Ready" | "Running")),
+    };
+    let mut word = json!({"kind": role.kind().kind});
+    if let Some(p) = phase {
+        word["phase"] = json!(defuse(p, 64));
+    }
+    if let Some(r) = ready {
+        word["ready"] = json!(r);
+    }
+    Some(word)
 }
 
 /// A Service's marked ports: kagent's label picks one port (its
@@ -341,6 +375,10 @@ fn virtual_server(base: &Base, status: &Value) -> Vec<Target> {
             "__meta_kubernetes_backend_name".to_owned(),
             defuse(&name, MAX_VALUE),
         );
+        // The virtual server's word on a backend is the backend's status.
+        t.operator = text(&backend["status"]).map(|s| {
+            json!({"kind": "VirtualMCPServer", "phase": defuse(&s, 64), "ready": s.eq_ignore_ascii_case("ready")})
+        });
         if let Some(s) = text(&backend["status"]) {
             t.labels.insert(
                 "__meta_kubernetes_backend_status".to_owned(),

@@ -68,6 +68,15 @@ fn status(server: (&str, &str), r: &ServerRecord, w: &mut Writer) {
         .collect();
     labels.push(server);
     w.sample(Family::Labels, &labels, 1);
+    if let Some(said) = &st.operator
+        && let Some(ready) = said.ready
+    {
+        w.sample(
+            Family::OperatorReady,
+            &[("kind", said.kind.as_str()), server],
+            u8::from(ready),
+        );
+    }
 }
 
 /// Tools, timestamps, child process and credentials.
