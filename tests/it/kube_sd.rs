@@ -325,6 +325,151 @@ async fn five_kinds_of_objects_become_servers_that_follow_them_through_an_api_se
     mon.wait_status("mcp-test_late", "healthy", SOON).await;
 }
 
+/// The chart's RBAC, live: its ServiceAccount, Role and RoleBinding
+/// rendered for two roles and applied to the API server, and mcpmon
+/// running with that account's token. The two granted kinds are found; a
+/// third source, for a kind the chart was not asked to grant, is refused
+/// by the API server (a failed refresh, counted) and finds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_charts_rbac_lets_discovery_read_what_it_grants_and_nothing_more() {
+    require!(
+        installed("tests/kube/bin/kube-apiserver"),
+        installed("tests/kube/bin/etcd"),
+        installed("tests/kube/bin/crds"),
+        program("openssl"),
+        program("helm"),
+    );
+    let _turn = turn().await;
+    let cluster = Cluster::start().await;
+    cluster.install_crds(&operator_crds()).await;
+    cluster
+        .create("/api/v1/namespaces", json!({"metadata": {"name": NS}}))
+        .await;
+    let rendered = stdout_ok(
+        std::process::Command::new(which("helm"))
+            .args(["template", "mcpmon"])
+            .arg(repo().join("deploy/helm/mcpmon"))
+            .args([
+                "--namespace",
+                NS,
+                "--set",
+                "kubernetesDiscovery.roles={service,toolhive_mcpserver}",
+            ]),
+    );
+    let mut account = String::new();
+    for doc in rendered.split("\n---\n") {
+        let Ok(object) = yaml_serde::from_str::<Value>(doc) else {
+            continue;
+        };
+        let path = match object["kind"].as_str() {
+            Some("ServiceAccount") => {
+                account = object["metadata"]["name"]
+                    .as_str()
+                    .expect("name")
+                    .to_owned();
+                format!("/api/v1/namespaces/{NS}/serviceaccounts")
+            }
+            Some("Role") => format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/roles"),
+            Some("RoleBinding") => {
+                format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings")
+            }
+            _ => continue,
+        };
+        cluster.create(&path, object).await;
+    }
+    assert!(!account.is_empty(), "the chart renders a ServiceAccount");
+    let token = cluster
+        .create(
+            &format!("/api/v1/namespaces/{NS}/serviceaccounts/{account}/token"),
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                   "spec": {"expirationSeconds": 3600}}),
+        )
+        .await;
+    let token = token["status"]["token"].as_str().expect("token").to_owned();
+    let kubeconfig = cluster.kubeconfig_with("chart", &token);
+
+    let a = demo_http(&["--name", "a"], 0).await;
+    let b = demo_http(&["--name", "b"], 0).await;
+    let base = format!("/api/v1/namespaces/{NS}");
+    cluster
+        .create(
+            &format!("{base}/services"),
+            json!({"metadata": meta("svc", a.port, json!({"labels": {"kagent.dev/mcp-service": "true"}})),
+                   "spec": {"ports": [{"port": 8080}]}}),
+        )
+        .await;
+    let th = format!("/apis/toolhive.stacklok.dev/v1beta1/namespaces/{NS}/mcpservers");
+    cluster
+        .create(
+            &th,
+            json!({"apiVersion": "toolhive.stacklok.dev/v1beta1", "kind": "MCPServer",
+                   "metadata": meta("th", b.port, json!({})),
+                   "spec": {"image": "ghcr.io/example/fetch:1", "transport": "streamable-http"}}),
+        )
+        .await;
+    cluster
+        .create(
+            &format!("/apis/kagent.dev/v1alpha2/namespaces/{NS}/remotemcpservers"),
+            json!({"apiVersion": "kagent.dev/v1alpha2", "kind": "RemoteMCPServer",
+                   "metadata": meta("kagent", a.port, json!({})),
+                   "spec": {"url": "http://remote.example/mcp"}}),
+        )
+        .await;
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let sd: String = ["service", "toolhive_mcpserver", "kagent_remotemcpserver"]
+        .iter()
+        .map(|r| {
+            format!(
+                "  - role: {r}\n    kubeconfig_file: {}\n    namespaces: {{own_namespace: true}}\n",
+                kubeconfig.display()
+            )
+        })
+        .collect();
+    let config = dir.path().join("mcpmon.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "global: {{ping_interval: 1s, ping_timeout: 1s}}\n\
+             kubernetes_sd_configs:\n{sd}\
+             relabel_configs:\n\
+             \x20 - {{source_labels: [__meta_kubernetes_annotation_test_mcpmon_dev_port], regex: '(.+)', target_label: __address__, replacement: '127.0.0.1:$1'}}\n"
+        ),
+    )
+    .expect("config");
+    let mon = Binary::start(&config, &[]).await;
+    wait_ids(
+        &mon,
+        "what the chart grants is found",
+        &["mcp-test_svc", "mcp-test_th"],
+    )
+    .await;
+    mon.wait_status("mcp-test_svc", "healthy", SOON).await;
+    mon.wait_status("mcp-test_th", "healthy", SOON).await;
+    eventually(
+        "the ungranted kind is refused and counted",
+        SOON,
+        async || {
+            let (_, text) = mon.get("/metrics").await;
+            match series(
+                &text,
+                "mcpmon_sd_refresh_failures_total",
+                "mechanism=\"kubernetes\"",
+            ) {
+                Some(n) if n > 0.0 => Ok(()),
+                other => Err(other),
+            }
+        },
+    )
+    .await;
+    assert!(
+        mon.log_text().contains("forbidden") || mon.log_text().contains("403"),
+        "the refusal is the API server's: {}",
+        mon.log_text()
+    );
+    assert_eq!(fleet(&mon).await.len(), 2, "the kagent object is not read");
+}
+
 /// A `/proc/PID/status` figure in KiB (`VmRSS`, `VmHWM`).
 fn status_kib(pid: i32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))

@@ -244,12 +244,17 @@ impl Cluster {
     /// A kubeconfig for mcpmon: this API server, its own CA, the admin
     /// token.
     pub fn kubeconfig(&self) -> PathBuf {
-        let path = self.dir.path().join("kubeconfig");
+        self.kubeconfig_with("admin", ADMIN_TOKEN)
+    }
+
+    /// A kubeconfig named `name` that authenticates with `token`.
+    pub fn kubeconfig_with(&self, name: &str, token: &str) -> PathBuf {
+        let path = self.dir.path().join(format!("kubeconfig-{name}"));
         let ca = self.dir.path().join("certs/apiserver.crt");
         std::fs::write(
             &path,
             format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    token: {ADMIN_TOKEN}\ncontexts:\n- name: test\n  context: {{cluster: test, user: admin, namespace: mcp-test}}\ncurrent-context: test\n",
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    token: {token}\ncontexts:\n- name: test\n  context: {{cluster: test, user: admin, namespace: mcp-test}}\ncurrent-context: test\n",
                 self.url(""),
                 ca.display()
             ),
