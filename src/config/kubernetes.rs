@@ -36,6 +36,9 @@ pub enum Role {
     /// The Kubernetes SIG mcp-lifecycle-operator's `MCPServer`
     /// (`mcp.x-k8s.io`).
     McpLifecycleMcpserver,
+    /// agentgateway's `AgentgatewayBackend` (`agentgateway.dev`): each of
+    /// its static MCP targets.
+    AgentgatewayBackend,
 }
 
 impl Role {

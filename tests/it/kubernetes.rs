@@ -275,7 +275,7 @@ fn the_rendered_fleet_file_is_a_valid_config_and_the_dashboards_are_the_shipped_
 }
 
 /// Every Kubernetes discovery role the fleet file can name.
-const ROLES: [&str; 8] = [
+const ROLES: [&str; 9] = [
     "service",
     "toolhive_mcpserver",
     "toolhive_mcpremoteproxy",
@@ -284,6 +284,7 @@ const ROLES: [&str; 8] = [
     "kagent_remotemcpserver",
     "kmcp_mcpserver",
     "mcp_lifecycle_mcpserver",
+    "agentgateway_backend",
 ];
 
 /// The chart's RBAC for Kubernetes discovery is exactly what the code

@@ -21,6 +21,12 @@
 //!   v1beta1 (`spec.config.{port,path}`, path `/mcp` by default;
 //!   `status.address.url`), from kubernetes-sigs/mcp-lifecycle-operator
 //!   `config/crd/bases`.
+//! - agentgateway `agentgateway.dev/v1alpha1` `AgentgatewayBackend`, from
+//!   agentgateway/agentgateway `controller/install/helm/agentgateway-crds`
+//!   (2026-08-21): `spec.mcp.targets[{name, static{host | backendRef{name},
+//!   port, path, protocol SSE|StreamableHTTP}}]`, path `/sse` or `/mcp` by
+//!   protocol. Targets by `selector` pick Services: the `service` role reads
+//!   those by their `appProtocol`.
 //! - Services by convention: kagent's `kagent.dev/mcp-service=true` label
 //!   with `kagent.dev/mcp-service-{path,port,protocol}` annotations; a port
 //!   whose `appProtocol` is `mcp`, `agentgateway.dev/mcp` or
@@ -77,6 +83,11 @@ impl Role {
             Role::KagentRemotemcpserver => ("kagent.dev", "RemoteMCPServer", "remotemcpservers"),
             Role::KmcpMcpserver => ("kagent.dev", "MCPServer", "mcpservers"),
             Role::McpLifecycleMcpserver => ("mcp.x-k8s.io", "MCPServer", "mcpservers"),
+            Role::AgentgatewayBackend => (
+                "agentgateway.dev",
+                "AgentgatewayBackend",
+                "agentgatewaybackends",
+            ),
         };
         Kind {
             group,
@@ -184,7 +195,41 @@ pub fn targets(role: Role, object: &Value) -> Vec<Target> {
                 .into_iter()
                 .collect()
         }
+        Role::AgentgatewayBackend => gateway_targets(&base, spec, &namespace),
     }
+}
+
+/// An agentgateway backend's static MCP targets, each a server of its own.
+fn gateway_targets(base: &Base, spec: &Value, namespace: &str) -> Vec<Target> {
+    let targets = spec["mcp"]["targets"].as_array().map_or(&[][..], |t| t);
+    targets
+        .iter()
+        .take(MAX_BACKENDS)
+        .filter_map(|target| {
+            let name = text(&target["name"])?;
+            let s = &target["static"];
+            let host = text(&s["host"]).or_else(|| {
+                Some(format!(
+                    "{}.{namespace}.svc",
+                    text(&s["backendRef"]["name"])?
+                ))
+            })?;
+            let port = number(&s["port"])?;
+            let sse = text(&s["protocol"]).as_deref() == Some("SSE");
+            let path =
+                text(&s["path"]).unwrap_or_else(|| if sse { "/sse" } else { "/mcp" }.to_owned());
+            let mut t = base.target(
+                format!("http://{host}:{port}{}", slash(&path)),
+                if sse { "sse" } else { "http" },
+            );
+            t.id = format!("{}_{}", base.id, id_part(&name));
+            t.labels.insert(
+                "__meta_kubernetes_target_name".to_owned(),
+                defuse(&name, MAX_VALUE),
+            );
+            Some(t)
+        })
+        .collect()
 }
 
 /// What every server of one object shares.

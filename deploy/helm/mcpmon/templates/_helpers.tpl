@@ -55,6 +55,7 @@ toolhive_virtualmcpserver: {group: toolhive.stacklok.dev, resource: virtualmcpse
 kagent_remotemcpserver: {group: kagent.dev, resource: remotemcpservers}
 kmcp_mcpserver: {group: kagent.dev, resource: mcpservers}
 mcp_lifecycle_mcpserver: {group: mcp.x-k8s.io, resource: mcpservers}
+agentgateway_backend: {group: agentgateway.dev, resource: agentgatewaybackends}
 {{- end -}}
 
 {{/* The RBAC rules for the discovery roles: list and watch, nothing more. */}}

@@ -122,6 +122,33 @@ fn kagent_lifecycle_kmcp_and_entries_read_their_own_fields() {
 }
 
 #[test]
+fn an_agentgateway_backend_stands_for_each_static_target() {
+    let all = targets(
+        Role::AgentgatewayBackend,
+        &json!({"metadata": meta("gw"),
+                "spec": {"mcp": {"targets": [
+                    {"name": "github", "static": {"host": "github.tools.svc", "port": 8080, "protocol": "StreamableHTTP"}},
+                    {"name": "old", "static": {"backendRef": {"name": "legacy"}, "port": 9000, "protocol": "SSE"}},
+                    {"name": "picked", "selector": {"services": {"matchLabels": {"a": "b"}}}}]}}}),
+    );
+    let seen: Vec<(&str, &str, &str)> = all
+        .iter()
+        .map(|t| (t.id.as_str(), t.url.as_str(), t.transport))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                "team-a_gw_github",
+                "http://github.tools.svc:8080/mcp",
+                "http"
+            ),
+            ("team-a_gw_old", "http://legacy.team-a.svc:9000/sse", "sse"),
+        ]
+    );
+}
+
+#[test]
 fn services_are_read_by_their_marks_and_only_those() {
     let kagent = one(
         Role::Service,
