@@ -53,12 +53,13 @@ impl Supervisors {
         let connect: MakeConnector = Arc::new(move |spec: &ServerSpec| {
             match McpConnector::new(spec, &http, crate::transport::http_client_builder) {
                 Ok(c) => Arc::new(c) as Arc<dyn Connector>,
-                Err(e) => Arc::new(crate::transport::Refusing(crate::transport::OpenError {
-                    said_why: false,
-                    failure: crate::transport::LinkFailure::TlsFailed,
-                    phase: "connect",
-                    detail: e.to_string(),
-                })),
+                Err(e) => Arc::new(crate::transport::Refusing(
+                    crate::transport::OpenError::new(
+                        crate::transport::LinkFailure::TlsFailed,
+                        "connect",
+                        e.to_string(),
+                    ),
+                )),
             }
         });
         Self::with_connector(connect, state, cancel)

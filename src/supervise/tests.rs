@@ -468,12 +468,11 @@ impl Connector for Crowded {
             tokio::time::sleep(takes.min(self.timeout)).await;
             self.running.fetch_sub(1, Ordering::SeqCst);
             if takes > self.timeout {
-                return Err(crate::transport::OpenError {
-                    said_why: false,
-                    failure: crate::transport::LinkFailure::HandshakeFailed,
-                    phase: "handshake",
-                    detail: format!("no handshake within {:?}", self.timeout),
-                });
+                return Err(crate::transport::OpenError::new(
+                    crate::transport::LinkFailure::HandshakeFailed,
+                    "handshake",
+                    format!("no handshake within {:?}", self.timeout),
+                ));
             }
             self.inner.open(hint).await
         })

@@ -174,6 +174,19 @@ pub struct OpenError {
     pub said_why: bool,
 }
 
+impl OpenError {
+    /// A failure to open, in `phase`, that the server gave no words for
+    /// (most are: only a child that exits leaving stderr lines says why).
+    pub fn new(failure: LinkFailure, phase: &'static str, detail: String) -> OpenError {
+        OpenError {
+            failure,
+            phase,
+            detail,
+            said_why: false,
+        }
+    }
+}
+
 /// An rmcp request failure as a [`RequestError`]; `timeout` is the deadline
 /// the request had.
 pub(super) fn classify(e: ServiceError, timeout: Duration) -> RequestError {
@@ -295,12 +308,7 @@ pub(super) fn classify_open(e: &rmcp::service::ClientInitializeError) -> OpenErr
         Some(_) => (LinkFailure::ConnectFailed, "connect"),
         None => (LinkFailure::HandshakeFailed, "handshake"),
     };
-    OpenError {
-        said_why: false,
-        failure: reason,
-        phase,
-        detail,
-    }
+    OpenError::new(reason, phase, detail)
 }
 
 /// Statuses an HTTP server gives a POST to a URL that is no MCP endpoint

@@ -120,12 +120,11 @@ impl Connector for FakeConnector {
                         version: "1".into(),
                     },
                 }) as Box<dyn Session>),
-                Open::Fail(failure) => Err(OpenError {
-                    said_why: false,
+                Open::Fail(failure) => Err(OpenError::new(
                     failure,
-                    phase: "connect",
-                    detail: "scripted failure".into(),
-                }),
+                    "connect",
+                    "scripted failure".into(),
+                )),
             }
         })
     }

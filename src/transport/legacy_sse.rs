@@ -105,12 +105,7 @@ pub async fn connect(
     meter: Arc<Meter>,
     post_timeout: Duration,
 ) -> Result<SseTransport, OpenError> {
-    let failed = |failure, detail: String| OpenError {
-        said_why: false,
-        failure,
-        phase: "connect",
-        detail,
-    };
+    let failed = |failure, detail: String| OpenError::new(failure, "connect", detail);
     let mut response = http
         .get(url.as_str())
         .headers(headers.clone())
@@ -175,12 +170,7 @@ async fn read_endpoint(
     response: &mut reqwest::Response,
     meter: &Meter,
 ) -> Result<(String, SseBuffer), OpenError> {
-    let failed = |failure, detail: String| OpenError {
-        said_why: false,
-        failure,
-        phase: "connect",
-        detail,
-    };
+    let failed = |failure, detail: String| OpenError::new(failure, "connect", detail);
     let mut buf = SseBuffer::default();
     let mut read = 0;
     loop {
@@ -293,12 +283,7 @@ fn request_failed(e: &reqwest::Error) -> OpenError {
             (failure, other.to_string())
         }
     };
-    OpenError {
-        said_why: false,
-        failure,
-        phase: "connect",
-        detail,
-    }
+    OpenError::new(failure, "connect", detail)
 }
 
 /// The verdict of a GET that was answered with a failure status.
@@ -331,12 +316,7 @@ fn refused(response: &reqwest::Response) -> Result<(), OpenError> {
             None => (LinkFailure::ConnectFailed, format!("HTTP {status}")),
         },
     };
-    Err(OpenError {
-        said_why: false,
-        failure,
-        phase: "connect",
-        detail,
-    })
+    Err(OpenError::new(failure, "connect", detail))
 }
 
 impl rmcp::transport::Transport<RoleClient> for SseTransport {

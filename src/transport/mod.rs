@@ -211,12 +211,7 @@ pub struct Refusing(pub OpenError);
 
 impl Connector for Refusing {
     fn open(&self, _hint: Option<Era>) -> BoxFuture<'_, Result<Box<dyn Session>, OpenError>> {
-        let e = OpenError {
-            said_why: false,
-            failure: self.0.failure,
-            phase: self.0.phase,
-            detail: self.0.detail.clone(),
-        };
+        let e = OpenError::new(self.0.failure, self.0.phase, self.0.detail.clone());
         Box::pin(async move { Err(e) })
     }
 }

@@ -37,12 +37,11 @@ async fn http_transport(
         ..
     } = &spec.transport
     else {
-        return Err(OpenError {
-            said_why: false,
-            failure: LinkFailure::ConnectFailed,
-            phase: "connect",
-            detail: "not an HTTP server".to_owned(),
-        });
+        return Err(OpenError::new(
+            LinkFailure::ConnectFailed,
+            "connect",
+            "not an HTTP server".to_owned(),
+        ));
     };
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
     config.max_json_response_size = MAX_LINE_BYTES;
@@ -60,12 +59,10 @@ async fn http_transport(
             spec.scrubber.clone(),
         ));
         // No token, no session: the refusal is the verdict.
-        let token = source.token().await.map_err(|e| OpenError {
-            said_why: false,
-            failure: LinkFailure::Unauthenticated,
-            phase: "connect",
-            detail: e.to_string(),
-        })?;
+        let token = source
+            .token()
+            .await
+            .map_err(|e| OpenError::new(LinkFailure::Unauthenticated, "connect", e.to_string()))?;
         config = config.auth_header(token.to_string());
         tokens = Some(source);
     }
@@ -261,17 +258,16 @@ impl Remote<'_> {
 
     fn no_answer(&self, request: &str, tried: Option<String>) -> OpenError {
         let within = shown(self.within);
-        OpenError {
-            said_why: false,
-            failure: LinkFailure::HandshakeFailed,
-            phase: "handshake",
-            detail: match tried {
+        OpenError::new(
+            LinkFailure::HandshakeFailed,
+            "handshake",
+            match tried {
                 Some(t) => format!(
                     "no answer to {request} within {within} (server/discover was tried first: {t})"
                 ),
                 None => format!("no answer to {request} within {within}"),
             },
-        }
+        )
     }
 
     async fn finish(

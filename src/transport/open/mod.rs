@@ -122,12 +122,11 @@ pub(super) struct Opened {
 /// ended it.
 pub(super) fn flooded(meter: &Meter) -> Option<OpenError> {
     let breach: Breach = meter.breach()?;
-    Some(OpenError {
-        said_why: false,
-        failure: breach.failure(),
-        phase: "handshake",
-        detail: breach.describe(meter.budget()),
-    })
+    Some(OpenError::new(
+        breach.failure(),
+        "handshake",
+        breach.describe(meter.budget()),
+    ))
 }
 
 impl McpSession {

@@ -31,12 +31,11 @@ pub(in crate::transport) async fn open_sse(
         ..
     } = &spec.transport
     else {
-        return Err(OpenError {
-            said_why: false,
-            failure: LinkFailure::ConnectFailed,
-            phase: "connect",
-            detail: "not an HTTP server".to_owned(),
-        });
+        return Err(OpenError::new(
+            LinkFailure::ConnectFailed,
+            "connect",
+            "not an HTTP server".to_owned(),
+        ));
     };
     let within = shown(until.saturating_duration_since(Instant::now()));
     let mut sent: HeaderMap = super::header_pairs(headers).collect();
@@ -58,11 +57,12 @@ pub(in crate::transport) async fn open_sse(
         ),
     )
     .await
-    .map_err(|_| OpenError {
-        said_why: false,
-        failure: LinkFailure::HandshakeFailed,
-        phase: "connect",
-        detail: format!("no `endpoint` event on the stream within {within}"),
+    .map_err(|_| {
+        OpenError::new(
+            LinkFailure::HandshakeFailed,
+            "connect",
+            format!("no `endpoint` event on the stream within {within}"),
+        )
     })??;
     let stream = connected.end();
     let activity = Arc::new(Activity::default());
@@ -82,12 +82,11 @@ pub(in crate::transport) async fn open_sse(
         Ok(Ok(service)) => service,
         Ok(Err(e)) => return Err(classify_open(&e)),
         Err(_) => {
-            return Err(OpenError {
-                said_why: false,
-                failure: LinkFailure::HandshakeFailed,
-                phase: "handshake",
-                detail: format!("no answer to initialize within {within}"),
-            });
+            return Err(OpenError::new(
+                LinkFailure::HandshakeFailed,
+                "handshake",
+                format!("no answer to initialize within {within}"),
+            ));
         }
     };
     let started = Started {

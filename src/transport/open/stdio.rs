@@ -358,12 +358,8 @@ async fn stdio_attempt(
     plan: Plan,
     until: Instant,
 ) -> Result<Result<Started, (Failed, Option<Child>)>, OpenError> {
-    let spawned = child::spawn(spec).map_err(|e| OpenError {
-        said_why: false,
-        failure: LinkFailure::ConnectFailed,
-        phase: "spawn",
-        detail: e.to_string(),
-    })?;
+    let spawned = child::spawn(spec)
+        .map_err(|e| OpenError::new(LinkFailure::ConnectFailed, "spawn", e.to_string()))?;
     let activity = Arc::new(Activity::default());
     let handler = Monitor::new(activity.clone(), plan.legacy_version());
     let meter = Arc::new(Meter::default());
@@ -413,12 +409,11 @@ async fn stdio_attempt(
 /// words, or what the handshake tried.
 async fn stdio_failure(failed: Failed, exited: Option<Child>) -> OpenError {
     let Some(child) = exited else {
-        return OpenError {
-            said_why: false,
-            failure: LinkFailure::HandshakeFailed,
-            phase: "handshake",
-            detail: truncate(&failed.describe(), 900),
-        };
+        return OpenError::new(
+            LinkFailure::HandshakeFailed,
+            "handshake",
+            truncate(&failed.describe(), 900),
+        );
     };
     let epitaph = child.epitaph().await;
     let tried = match &failed.tried {
