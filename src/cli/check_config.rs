@@ -30,11 +30,9 @@ pub fn run(file: &Path) -> ExitCode {
             print!("{}", config::maintenance::describe(&cfg.maintenance, now));
             // What each Kubernetes source reads, for the RBAC to grant it.
             for sd in &cfg.kubernetes_sd {
-                println!(
-                    "kubernetes_sd {}: {}",
-                    sd.role.as_str(),
-                    mcpmon::discovery::rbac(sd)
-                );
+                for rule in mcpmon::discovery::rbac(sd) {
+                    println!("kubernetes_sd {}: {rule}", sd.role.as_str());
+                }
             }
             let (from_files, problems) = check_file_sd(&cfg);
             if problems > 0 {

@@ -39,6 +39,9 @@ pub enum Role {
     /// agentgateway's `AgentgatewayBackend` (`agentgateway.dev`): each of
     /// its static MCP targets.
     AgentgatewayBackend,
+    /// Kuadrant's `MCPServerRegistration` (`mcp.kuadrant.io`): the backend
+    /// of the HTTPRoute it points at.
+    KuadrantMcpserverregistration,
 }
 
 impl Role {

@@ -59,7 +59,7 @@ async fn wait_ids(mon: &Binary, what: &str, want: &[&str]) -> BTreeMap<String, V
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn five_kinds_of_objects_become_servers_that_follow_them_through_an_api_server_restart() {
+async fn six_kinds_of_objects_become_servers_that_follow_them_through_an_api_server_restart() {
     require!(
         installed("tests/kube/bin/kube-apiserver"),
         installed("tests/kube/bin/etcd"),
@@ -73,7 +73,7 @@ async fn five_kinds_of_objects_become_servers_that_follow_them_through_an_api_se
         .create("/api/v1/namespaces", json!({"metadata": {"name": NS}}))
         .await;
     let mut servers = Vec::new();
-    for name in ["svc", "th", "vmcp", "be1", "kagent", "life", "late"] {
+    for name in ["svc", "th", "vmcp", "be1", "kagent", "life", "late", "kq"] {
         servers.push(demo_http(&["--name", name], 0).await);
     }
     let port = |i: usize| servers[i].port;
@@ -86,6 +86,7 @@ async fn five_kinds_of_objects_become_servers_that_follow_them_through_an_api_se
         "toolhive_virtualmcpserver",
         "kagent_remotemcpserver",
         "mcp_lifecycle_mcpserver",
+        "kuadrant_mcpserverregistration",
     ];
     let sd: String = roles
         .iter()
@@ -170,7 +171,27 @@ async fn five_kinds_of_objects_become_servers_that_follow_them_through_an_api_se
                    "spec": {"config": {"port": 8080}, "source": {"type": "ContainerImage"}}}),
         )
         .await;
+    // Kuadrant: a registration names an HTTPRoute, whose backend is the
+    // server (the real Gateway API CRD validates the route).
+    cluster
+        .create(
+            &format!("/apis/gateway.networking.k8s.io/v1/namespaces/{NS}/httproutes"),
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                   "metadata": {"name": "kq-route", "namespace": NS},
+                   "spec": {"parentRefs": [{"name": "mcp-gateway"}],
+                            "rules": [{"backendRefs": [{"name": "kq", "port": 8080}]}]}}),
+        )
+        .await;
+    cluster
+        .create(
+            &format!("/apis/mcp.kuadrant.io/v1alpha1/namespaces/{NS}/mcpserverregistrations"),
+            json!({"apiVersion": "mcp.kuadrant.io/v1alpha1", "kind": "MCPServerRegistration",
+                   "metadata": meta("kq", port(7), json!({})),
+                   "spec": {"targetRef": {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "kq-route"}}}),
+        )
+        .await;
     let all = [
+        "mcp-test_kq",
         "mcp-test_svc",
         "mcp-test_th",
         "mcp-test_vmcp",
@@ -250,6 +271,7 @@ async fn five_kinds_of_objects_become_servers_that_follow_them_through_an_api_se
         )
         .await;
     let after_change = [
+        "mcp-test_kq",
         "mcp-test_svc",
         "mcp-test_th",
         "mcp-test_vmcp",
@@ -269,6 +291,7 @@ async fn five_kinds_of_objects_become_servers_that_follow_them_through_an_api_se
     // Delete: the Service goes, and its server with it.
     cluster.delete(&format!("{base}/services/svc")).await;
     let after_delete = [
+        "mcp-test_kq",
         "mcp-test_th",
         "mcp-test_vmcp",
         "mcp-test_vmcp_be1",
@@ -315,6 +338,7 @@ async fn five_kinds_of_objects_become_servers_that_follow_them_through_an_api_se
         )
         .await;
     let resumed = [
+        "mcp-test_kq",
         "mcp-test_th",
         "mcp-test_vmcp",
         "mcp-test_vmcp_be1",

@@ -275,7 +275,7 @@ fn the_rendered_fleet_file_is_a_valid_config_and_the_dashboards_are_the_shipped_
 }
 
 /// Every Kubernetes discovery role the fleet file can name.
-const ROLES: [&str; 9] = [
+const ROLES: [&str; 10] = [
     "service",
     "toolhive_mcpserver",
     "toolhive_mcpremoteproxy",
@@ -285,6 +285,7 @@ const ROLES: [&str; 9] = [
     "kmcp_mcpserver",
     "mcp_lifecycle_mcpserver",
     "agentgateway_backend",
+    "kuadrant_mcpserverregistration",
 ];
 
 /// The chart's RBAC for Kubernetes discovery is exactly what the code
@@ -350,7 +351,8 @@ fn the_charts_rbac_is_exactly_what_discovery_reads() {
             wheres.insert(field("namespaces"));
         }
         reads.sort();
-        assert_eq!(reads.len(), ROLES.len(), "{out}");
+        // Every role reads its kind; Kuadrant's the HTTPRoutes too.
+        assert_eq!(reads.len(), ROLES.len() + 1, "{out}");
         let want_where = if namespaces.is_empty() {
             "all".to_owned()
         } else if args.iter().any(|a| a.contains("namespaces={")) {

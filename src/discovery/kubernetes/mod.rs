@@ -35,12 +35,11 @@ const SETTLE: Duration = Duration::from_millis(200);
 /// The longest wait between two attempts to reach the API server.
 const MAX_RETRY: Duration = Duration::from_secs(30);
 
-/// What a `kubernetes_sd_configs` entry reads, as one RBAC rule: `list`
-/// and `watch` on its kind, in its namespaces (`own` for mcpmon's own, none
-/// for all). API discovery (`/apis/GROUP`) is open to every authenticated
-/// user; Secrets are never read.
-pub fn rbac(sd: &KubeSd) -> String {
-    let kind = sd.role.kind();
+/// What a `kubernetes_sd_configs` entry reads, as RBAC rules: `list` and
+/// `watch` on its kind and the kind it joins, if any, in its namespaces
+/// (`own` for mcpmon's own, none for all). API discovery (`/apis/GROUP`)
+/// is open to every authenticated user; Secrets are never read.
+pub fn rbac(sd: &KubeSd) -> Vec<String> {
     let mut namespaces = sd.namespaces.clone();
     if sd.own_namespace {
         namespaces.push("own".to_owned());
@@ -50,10 +49,15 @@ pub fn rbac(sd: &KubeSd) -> String {
     } else {
         namespaces.join(",")
     };
-    format!(
-        "rbac: verbs=list,watch apiGroup={:?} resource={} namespaces={namespaces}",
-        kind.group, kind.plural
-    )
+    std::iter::once(sd.role.kind())
+        .chain(sd.role.joins())
+        .map(|kind| {
+            format!(
+                "rbac: verbs=list,watch apiGroup={:?} resource={} namespaces={namespaces}",
+                kind.group, kind.plural
+            )
+        })
+        .collect()
 }
 
 /// A `kubernetes_sd_configs` entry.
@@ -139,7 +143,18 @@ struct Snapshot {
 /// What one object stands for.
 enum Seen {
     Servers(Vec<roles::Target>),
+    /// The object itself, where its servers depend on others (a role that
+    /// joins another kind) or it is one of those others.
+    Object(Value),
     TooLarge,
+}
+
+/// How a watch's objects are kept: as the servers they stand for, or as
+/// themselves (to be read together with the objects they point at).
+#[derive(Clone, Copy)]
+enum Keep {
+    Servers(Role),
+    Objects,
 }
 
 /// The objects of one watch (one namespace, or all).
@@ -178,14 +193,31 @@ async fn run(sd: KubeSd, mut task: Task) {
     if let Some(f) = &sd.field_selector {
         config = config.fields(f);
     }
-    let streams = apis.into_iter().enumerate().map(|(i, api)| {
-        watcher::watcher(api, config.clone())
-            .default_backoff()
-            .map(move |event| (i, event))
-            .boxed()
-    });
+    // The role's own objects first, then those of the kind it joins
+    // (unfiltered: a selector picks the role's objects, not what they name).
+    let own = apis.own.len();
+    let own_keep = match sd.role.joins() {
+        Some(_) => Keep::Objects,
+        None => Keep::Servers(sd.role),
+    };
+    let keeps: Vec<Keep> = (0..own)
+        .map(|_| own_keep)
+        .chain(apis.joined.iter().map(|_| Keep::Objects))
+        .collect();
+    let streams = apis
+        .own
+        .into_iter()
+        .map(|api| watcher::watcher(api, config.clone()));
+    let joined = apis
+        .joined
+        .into_iter()
+        .map(|api| watcher::watcher(api, watcher::Config::default()));
+    let streams = streams
+        .chain(joined)
+        .enumerate()
+        .map(|(i, s)| s.default_backoff().map(move |event| (i, event)).boxed());
     let mut events = futures::stream::select_all(streams);
-    let mut watched: Vec<Watched> = Vec::new();
+    let mut watched: Vec<Watched> = keeps.iter().map(|_| Watched::default()).collect();
     let mut failing = false;
     let mut due: Option<tokio::time::Instant> = None;
     loop {
@@ -201,7 +233,7 @@ async fn run(sd: KubeSd, mut task: Task) {
                 due = None;
                 if watched.iter().all(|w| w.listed) {
                     failing = false;
-                    let text = snapshot(&watched);
+                    let text = snapshot(sd.role, &watched[..own], &watched[own..]);
                     if !task.report(vec![Document { origin: origin.clone(), text: Ok(text) }]).await {
                         return;
                     }
@@ -209,12 +241,9 @@ async fn run(sd: KubeSd, mut task: Task) {
             }
             next = events.next() => {
                 let Some((i, event)) = next else { return };
-                if watched.len() <= i {
-                    watched.resize_with(i + 1, Watched::default);
-                }
                 match event {
                     Ok(event) => {
-                        if apply(sd.role, &mut watched[i], event) {
+                        if apply(keeps[i], &mut watched[i], event) {
                             due.get_or_insert_with(|| tokio::time::Instant::now() + SETTLE);
                         }
                     }
@@ -245,14 +274,14 @@ async fn fail(task: &mut Task, origin: &Path, error: String) -> bool {
 }
 
 /// Fold one watch event in; true when what is reported may have changed.
-fn apply(role: Role, watched: &mut Watched, event: Event<DynamicObject>) -> bool {
+fn apply(keep: Keep, watched: &mut Watched, event: Event<DynamicObject>) -> bool {
     match event {
         Event::Init => {
             watched.relist = Some(HashMap::new());
             false
         }
         Event::InitApply(object) => {
-            let (key, seen) = read(role, &object);
+            let (key, seen) = read(keep, &object);
             match &mut watched.relist {
                 Some(relist) => {
                     relist.insert(key, seen);
@@ -271,7 +300,7 @@ fn apply(role: Role, watched: &mut Watched, event: Event<DynamicObject>) -> bool
             true
         }
         Event::Apply(object) => {
-            let (key, seen) = read(role, &object);
+            let (key, seen) = read(keep, &object);
             watched.objects.insert(key, seen);
             true
         }
@@ -290,8 +319,8 @@ fn key_of(object: &DynamicObject) -> String {
     )
 }
 
-/// One object's servers, or that it is too large to read.
-fn read(role: Role, object: &DynamicObject) -> (String, Seen) {
+/// One object's servers (or itself), or that it is too large to read.
+fn read(keep: Keep, object: &DynamicObject) -> (String, Seen) {
     let key = key_of(object);
     let Ok(value) = serde_json::to_value(object) else {
         return (key, Seen::TooLarge);
@@ -300,22 +329,37 @@ fn read(role: Role, object: &DynamicObject) -> (String, Seen) {
     if size > MAX_OBJECT {
         return (key, Seen::TooLarge);
     }
-    (key, Seen::Servers(roles::targets(role, &value)))
+    match keep {
+        Keep::Servers(role) => (key, Seen::Servers(roles::targets(role, &value))),
+        Keep::Objects => (key, Seen::Object(value)),
+    }
 }
 
-/// Every server of every watch, in id order, as the task's document.
-fn snapshot(watched: &[Watched]) -> String {
+/// Every server of the role's watches (`own`), read with the objects of
+/// the kind it joins (`joined`), in id order, as the task's document.
+fn snapshot(role: Role, own: &[Watched], joined: &[Watched]) -> String {
+    let others: roles::Joined = joined
+        .iter()
+        .flat_map(|w| &w.objects)
+        .filter_map(|(key, seen)| match seen {
+            Seen::Object(v) => Some((key.clone(), v.clone())),
+            _ => None,
+        })
+        .collect();
     let mut servers: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let mut too_large = Vec::new();
-    for w in watched {
+    for w in own {
         for (key, seen) in &w.objects {
-            match seen {
-                Seen::Servers(targets) => {
-                    for t in targets {
-                        servers.entry(t.id.clone()).or_default().push(t.entry());
-                    }
+            let targets = match seen {
+                Seen::Servers(targets) => targets.clone(),
+                Seen::Object(v) => roles::targets_with(role, v, &others),
+                Seen::TooLarge => {
+                    too_large.push(key.clone());
+                    continue;
                 }
-                Seen::TooLarge => too_large.push(key.clone()),
+            };
+            for t in targets {
+                servers.entry(t.id.clone()).or_default().push(t.entry());
             }
         }
     }
@@ -327,31 +371,45 @@ fn snapshot(watched: &[Watched]) -> String {
     serde_json::to_string(&doc).unwrap_or_default()
 }
 
-/// A client of the configured API server, and one API per namespace
-/// watched (one for all when none is named).
-async fn connect(sd: &KubeSd) -> Result<Vec<Api<DynamicObject>>, String> {
+/// The watches of a source: one per namespace (one for all when none is
+/// named) of its role's kind, and as many of the kind it joins, if any.
+struct Apis {
+    own: Vec<Api<DynamicObject>>,
+    joined: Vec<Api<DynamicObject>>,
+}
+
+/// A client of the configured API server, and the APIs to watch.
+async fn connect(sd: &KubeSd) -> Result<Apis, String> {
     let config = client_config(sd).await?;
     let own = config.default_namespace.clone();
     let client = kube::Client::try_from(config).map_err(|e| format!("client: {e}"))?;
-    let resource = resource(&client, sd.role).await?;
     let mut namespaces = sd.namespaces.clone();
     if sd.own_namespace {
         namespaces.push(own);
     }
     namespaces.sort();
     namespaces.dedup();
-    if namespaces.is_empty() {
-        return Ok(vec![Api::all_with(client, &resource)]);
-    }
-    Ok(namespaces
-        .iter()
-        .map(|ns| Api::namespaced_with(client.clone(), ns, &resource))
-        .collect())
+    let apis = |resource: ApiResource| -> Vec<Api<DynamicObject>> {
+        if namespaces.is_empty() {
+            return vec![Api::all_with(client.clone(), &resource)];
+        }
+        namespaces
+            .iter()
+            .map(|ns| Api::namespaced_with(client.clone(), ns, &resource))
+            .collect()
+    };
+    let joined = match sd.role.joins() {
+        Some(kind) => apis(resource(&client, kind).await?),
+        None => Vec::new(),
+    };
+    Ok(Apis {
+        own: apis(resource(&client, sd.role.kind()).await?),
+        joined,
+    })
 }
 
-/// The kind a role watches, at the version the API server prefers.
-async fn resource(client: &kube::Client, role: Role) -> Result<ApiResource, String> {
-    let kind = role.kind();
+/// A kind, at the version the API server prefers.
+async fn resource(client: &kube::Client, kind: roles::Kind) -> Result<ApiResource, String> {
     if kind.group.is_empty() {
         return Ok(ApiResource::erase::<k8s_openapi::api::core::v1::Service>(
             &(),

@@ -27,6 +27,11 @@
 //!   port, path, protocol SSE|StreamableHTTP}}]`, path `/sse` or `/mcp` by
 //!   protocol. Targets by `selector` pick Services: the `service` role reads
 //!   those by their `appProtocol`.
+//! - Kuadrant `mcp.kuadrant.io/v1alpha1` `MCPServerRegistration`, from
+//!   Kuadrant/mcp-gateway `config/crd`: `spec.targetRef` (an HTTPRoute,
+//!   `namespace` defaulting to its own), `spec.path` (`/mcp`), a Ready
+//!   condition; the server is the route's one backend Service
+//!   (`gateway.networking.k8s.io/v1` HTTPRoute `spec.rules[0].backendRefs[0]`).
 //! - Services by convention: kagent's `kagent.dev/mcp-service=true` label
 //!   with `kagent.dev/mcp-service-{path,port,protocol}` annotations; a port
 //!   whose `appProtocol` is `mcp`, `agentgateway.dev/mcp` or
@@ -88,6 +93,11 @@ impl Role {
                 "AgentgatewayBackend",
                 "agentgatewaybackends",
             ),
+            Role::KuadrantMcpserverregistration => (
+                "mcp.kuadrant.io",
+                "MCPServerRegistration",
+                "mcpserverregistrations",
+            ),
         };
         Kind {
             group,
@@ -96,6 +106,22 @@ impl Role {
         }
     }
 }
+
+impl Role {
+    /// The kind its objects point at and are read together with, if any:
+    /// Kuadrant's registrations name an HTTPRoute, whose backend is the
+    /// server.
+    pub fn joins(self) -> Option<Kind> {
+        (self == Role::KuadrantMcpserverregistration).then_some(Kind {
+            group: "gateway.networking.k8s.io",
+            kind: "HTTPRoute",
+            plural: "httproutes",
+        })
+    }
+}
+
+/// The objects of a role's joined kind, by `namespace/name`.
+pub type Joined = std::collections::HashMap<String, Value>;
 
 /// One server an object stands for.
 #[derive(Clone, Debug, PartialEq)]
@@ -131,6 +157,12 @@ impl Target {
 /// The servers `object` (as the API server returns it) stands for under
 /// `role`; none when it names no reachable address yet.
 pub fn targets(role: Role, object: &Value) -> Vec<Target> {
+    targets_with(role, object, &Joined::new())
+}
+
+/// [`targets`], for a role that reads the objects it points at too
+/// ([`Role::joins`]).
+pub fn targets_with(role: Role, object: &Value, joined: &Joined) -> Vec<Target> {
     let meta = &object["metadata"];
     let (Some(namespace), Some(name)) = (text(&meta["namespace"]), text(&meta["name"])) else {
         return Vec::new();
@@ -196,7 +228,35 @@ pub fn targets(role: Role, object: &Value) -> Vec<Target> {
                 .collect()
         }
         Role::AgentgatewayBackend => gateway_targets(&base, spec, &namespace),
+        Role::KuadrantMcpserverregistration => registration(&base, spec, &namespace, joined)
+            .into_iter()
+            .collect(),
     }
+}
+
+/// A Kuadrant registration's server: the one backend of the HTTPRoute it
+/// names (the MCP gateway supports routes of one backend), at its path.
+fn registration(base: &Base, spec: &Value, namespace: &str, routes: &Joined) -> Option<Target> {
+    let route_ns = text(&spec["targetRef"]["namespace"]).unwrap_or_else(|| namespace.to_owned());
+    let route_name = text(&spec["targetRef"]["name"])?;
+    let route = routes.get(&format!("{route_ns}/{route_name}"))?;
+    let backend = &route["spec"]["rules"][0]["backendRefs"][0];
+    if text(&backend["kind"]).is_some_and(|k| k != "Service") {
+        return None;
+    }
+    let service = text(&backend["name"])?;
+    let service_ns = text(&backend["namespace"]).unwrap_or(route_ns);
+    let port = number(&backend["port"])?;
+    let path = text(&spec["path"]).unwrap_or_else(|| "/mcp".to_owned());
+    let mut t = base.target(
+        format!("http://{service}.{service_ns}.svc:{port}{}", slash(&path)),
+        "http",
+    );
+    t.labels.insert(
+        "__meta_kubernetes_httproute_name".to_owned(),
+        defuse(&route_name, MAX_VALUE),
+    );
+    Some(t)
 }
 
 /// An agentgateway backend's static MCP targets, each a server of its own.

@@ -284,7 +284,9 @@ pub fn operator_crds() -> Vec<PathBuf> {
     .iter()
     .map(|k| bin("crds").join(format!("toolhive.stacklok.dev_{k}.yaml")))
     .collect();
+    files.push(bin("crds").join("gateway.networking.k8s.io_httproutes.yaml"));
     let own = repo().join("tests/kube/crds");
+    files.push(own.join("mcp.kuadrant.io_mcpserverregistrations.yaml"));
     files.push(own.join("kagent.dev_remotemcpservers.yaml"));
     files.push(own.join("mcp.x-k8s.io_mcpservers.yaml"));
     files

@@ -43,28 +43,31 @@ discovery role (in the watched namespaces, or the release's own).
 {{- end -}}
 
 {{/*
-The API group and resource each discovery role reads (the code's own list:
+The API groups and resources each discovery role reads (the code's own list:
 `mcpmon check-config` prints it, and a test holds the two together).
 */}}
 {{- define "mcpmon.discoveryResources" -}}
-service: {group: "", resource: services}
-toolhive_mcpserver: {group: toolhive.stacklok.dev, resource: mcpservers}
-toolhive_mcpremoteproxy: {group: toolhive.stacklok.dev, resource: mcpremoteproxies}
-toolhive_mcpserverentry: {group: toolhive.stacklok.dev, resource: mcpserverentries}
-toolhive_virtualmcpserver: {group: toolhive.stacklok.dev, resource: virtualmcpservers}
-kagent_remotemcpserver: {group: kagent.dev, resource: remotemcpservers}
-kmcp_mcpserver: {group: kagent.dev, resource: mcpservers}
-mcp_lifecycle_mcpserver: {group: mcp.x-k8s.io, resource: mcpservers}
-agentgateway_backend: {group: agentgateway.dev, resource: agentgatewaybackends}
+service: [{group: "", resource: services}]
+toolhive_mcpserver: [{group: toolhive.stacklok.dev, resource: mcpservers}]
+toolhive_mcpremoteproxy: [{group: toolhive.stacklok.dev, resource: mcpremoteproxies}]
+toolhive_mcpserverentry: [{group: toolhive.stacklok.dev, resource: mcpserverentries}]
+toolhive_virtualmcpserver: [{group: toolhive.stacklok.dev, resource: virtualmcpservers}]
+kagent_remotemcpserver: [{group: kagent.dev, resource: remotemcpservers}]
+kmcp_mcpserver: [{group: kagent.dev, resource: mcpservers}]
+mcp_lifecycle_mcpserver: [{group: mcp.x-k8s.io, resource: mcpservers}]
+agentgateway_backend: [{group: agentgateway.dev, resource: agentgatewaybackends}]
+# A registration's server is the backend of the HTTPRoute it names.
+kuadrant_mcpserverregistration: [{group: mcp.kuadrant.io, resource: mcpserverregistrations}, {group: gateway.networking.k8s.io, resource: httproutes}]
 {{- end -}}
 
 {{/* The RBAC rules for the discovery roles: list and watch, nothing more. */}}
 {{- define "mcpmon.discoveryRules" -}}
 {{- $resources := include "mcpmon.discoveryResources" . | fromYaml -}}
 {{- range .Values.kubernetesDiscovery.roles }}
-{{- $r := required (printf "kubernetesDiscovery.roles: unknown role %q" .) (get $resources .) }}
-- apiGroups: [{{ $r.group | quote }}]
-  resources: [{{ $r.resource }}]
+{{- range required (printf "kubernetesDiscovery.roles: unknown role %q" .) (get $resources .) }}
+- apiGroups: [{{ .group | quote }}]
+  resources: [{{ .resource }}]
   verbs: [list, watch]
+{{- end }}
 {{- end }}
 {{- end -}}

@@ -149,6 +149,22 @@ fn an_agentgateway_backend_stands_for_each_static_target() {
 }
 
 #[test]
+fn a_kuadrant_registration_is_the_backend_of_the_route_it_names() {
+    let registration = json!({"metadata": meta("reg"), "spec": {"targetRef": {"name": "route"}, "path": "/v1/mcp"}});
+    // No route (yet): no server.
+    assert!(targets(Role::KuadrantMcpserverregistration, &registration).is_empty());
+    let mut routes = Joined::new();
+    routes.insert(
+        "team-a/route".into(),
+        json!({"spec": {"rules": [{"backendRefs": [{"name": "search", "port": 8080}]}]}}),
+    );
+    let t = targets_with(Role::KuadrantMcpserverregistration, &registration, &routes);
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].url, "http://search.team-a.svc:8080/v1/mcp");
+    assert_eq!(t[0].labels["__meta_kubernetes_httproute_name"], "route");
+}
+
+#[test]
 fn services_are_read_by_their_marks_and_only_those() {
     let kagent = one(
         Role::Service,
