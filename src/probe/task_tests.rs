@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 
 use super::*;
-use crate::transport::{BoxFuture, LinkFailure, Progress, ServerInfo, ToolCall, ToolCallError};
+use crate::transport::{BoxFuture, ServerInfo, ToolCall, ToolCallError};
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -204,18 +204,6 @@ impl Session for TaskServer {
                 _ => json!({}),
             })
         })
-    }
-    fn gone(&self) -> BoxFuture<'_, String> {
-        Box::pin(std::future::pending())
-    }
-    fn death(&self) -> LinkFailure {
-        LinkFailure::Exited
-    }
-    fn process(&self) -> Option<crate::transport::ProcessSample> {
-        None
-    }
-    fn progress(&self) -> Progress {
-        Progress::default()
     }
     fn close(self: Box<Self>, _: Duration) -> BoxFuture<'static, ()> {
         Box::pin(async {})

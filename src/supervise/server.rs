@@ -24,7 +24,9 @@ use crate::config::{ServerSpec, TransportSpec};
 use crate::probe::{self, FailureReason, Probe, ProbeOutcome};
 use crate::state::{Loss, Msg, Observation};
 use crate::transport::tools::ToolSurface;
-use crate::transport::{BoxFuture, Connector, Credentials, LinkFailure, RequestError, Session};
+use crate::transport::{
+    BoxFuture, BoxStream, Connector, Evidence, LinkFailure, RequestError, Session, SessionEvent,
+};
 
 /// How long each step of closing a session may take.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -215,6 +217,9 @@ impl Supervisor {
         probe::conditions::check(conditions, Subject::Tools, vars).await
     }
 
+    /// Run the probes of session `number` on their schedule, list its
+    /// tools when due or asked, and relay what the session tells, until
+    /// it ends. Five things wake it, however many probe kinds there are.
     async fn probe_loop(
         &self,
         session: &dyn Session,
@@ -225,75 +230,65 @@ impl Supervisor {
         let (spec, probes) = (self.spec.clone(), self.probes.clone());
         let s = &spec.settings;
         let mut schedule = Schedule::new(&probes, (session.era(), &spec.id), s, runs, relist);
-        let mut listing: Option<BoxFuture<'_, _>> = None;
-        let ends = self.ends(session, number);
+        let mut listing = Listing::new(s.request_timeout.0);
+        let ends = self.ends(number);
         tokio::pin!(ends);
-        let mut tools_changed = session.tools_changed();
-        let (mut credentials, mut news) = (None, Vec::new());
+        let mut events = session.events();
+        let mut news = Vec::new();
         loop {
-            self.credentials(session, &mut credentials).await;
-            schedule.arm(listing.is_some());
+            schedule.arm(listing.running.is_some());
             tokio::select! {
                 end = &mut ends => return end,
                 () = &mut schedule.timer => {
                     let wake = schedule.wake(session, &mut news);
-                    if let Some(end) = self.woke(session, wake, &mut news).await {
-                        return end;
-                    }
-                    if wake.list && listing.is_none() {
-                        listing = Some(schedule.list(session, s.request_timeout.0));
+                    self.woke(session, wake, &mut news).await;
+                    if wake.list {
+                        listing.start(session, &mut schedule, true);
                     }
                 }
                 Some((i, outcome)) = schedule.running.next(), if !schedule.running.is_empty() => {
-                    let was_late = schedule.answered(i, &outcome);
-                    if let Some(end) = self.answered(session, outcome, was_late, schedule.name(i)).await {
+                    let (was_late, what) = (schedule.answered(i, &outcome), schedule.name(i));
+                    let end = self.answered(session, &mut events, outcome, was_late, what);
+                    if let Some(end) = end.await {
                         return end;
                     }
                 }
-                listed = async { listing.as_mut().expect("guarded").await }, if listing.is_some() => {
-                    listing = None;
+                // An async block: select! builds a disabled branch's future too.
+                listed = async { listing.running.as_mut().expect("guarded").await }, if listing.running.is_some() => {
+                    listing.running = None;
                     self.listed(listed, &mut schedule).await;
-                }
-                () = &mut tools_changed, if listing.is_none() => {
-                    tools_changed = session.tools_changed();
-                    if schedule.may_relist() {
-                        listing = Some(schedule.list(session, s.request_timeout.0));
+                    if std::mem::take(&mut listing.asked) {
+                        listing.start(session, &mut schedule, false);
                     }
                 }
+                Some(event) = events.next() => match event {
+                    SessionEvent::ToolsChanged => listing.start(session, &mut schedule, false),
+                    SessionEvent::Credentials(c) => self.send(Observation::Credentials(c)).await,
+                    SessionEvent::Ended(link, why) => return End::Lost(Loss::Link(link), why),
+                },
             }
         }
     }
 
-    /// What ends a session's probing: shutdown, the link gone, or the
+    /// What ends a session's probing from outside it: shutdown, or the
     /// owner judging session `number` stuck.
-    async fn ends(&self, session: &dyn Session, number: u64) -> End {
+    async fn ends(&self, number: u64) -> End {
         let stuck = stuck_signal(self.stuck.clone(), number);
         tokio::select! {
             () = self.cancel.cancelled() => End::Shutdown,
-            exit = session.gone() => End::Lost(Loss::Link(session.death()), exit),
             judged = stuck => stuck_end(judged, &self.spec.settings),
         }
     }
 
     /// The schedule woke: read the evidence it asked for (a late run's
     /// first), then tell what came due.
-    async fn woke(
-        &self,
-        session: &dyn Session,
-        wake: Wake,
-        news: &mut Vec<Observation>,
-    ) -> Option<End> {
-        if wake.watch {
-            if let Some(end) = self.watch(session).await {
-                return Some(end);
-            }
-        } else if wake.late {
+    async fn woke(&self, session: &dyn Session, wake: Wake, news: &mut Vec<Observation>) {
+        if wake.watch || wake.late {
             self.evidence(session).await;
         }
         for event in news.drain(..) {
             self.send(event).await;
         }
-        None
     }
 
     /// A probe answered: hold off when it asked to, report it, and end the
@@ -303,6 +298,7 @@ impl Supervisor {
     async fn answered(
         &self,
         session: &dyn Session,
+        events: &mut BoxStream<'_, SessionEvent>,
         outcome: ProbeOutcome,
         was_late: bool,
         what: Option<&str>,
@@ -325,16 +321,8 @@ impl Supervisor {
             }
         };
         self.send(Observation::Probe { outcome, was_late }).await;
-        Some(link_lost(session, lost?, detail).await)
-    }
-
-    /// Report a credentials change (an OAuth token refreshed or lost).
-    async fn credentials(&self, session: &dyn Session, last: &mut Option<Credentials>) {
-        let now = session.credentials();
-        if now != *last {
-            *last = now;
-            self.send(Observation::Credentials(now)).await;
-        }
+        let stdio = matches!(self.spec.transport, TransportSpec::Stdio { .. });
+        Some(link_lost(events, stdio, lost?, detail).await)
     }
 
     /// A listing finished: report the tools, tell the probes, and
@@ -363,23 +351,13 @@ impl Supervisor {
         }
     }
 
-    /// While a probe is outstanding: end the session if the server broke
-    /// its limits, else read the evidence that is not an answer.
-    async fn watch(&self, session: &dyn Session) -> Option<End> {
-        if let Some(v) = session.violation() {
-            let detail = "the server broke the session's limits".to_owned();
-            return Some(End::Lost(Loss::Link(v), detail));
-        }
-        self.evidence(session).await;
-        None
-    }
-
     /// Report the process tree and progress, the evidence that is not an answer.
     async fn evidence(&self, session: &dyn Session) {
-        if let Some(sample) = session.process() {
+        let Evidence { process, progress } = session.evidence();
+        if let Some(sample) = process {
             self.send(Observation::Process(sample)).await;
         }
-        self.send(Observation::Progress(session.progress())).await;
+        self.send(Observation::Progress(progress)).await;
     }
 
     async fn send(&self, event: Observation) {
@@ -417,14 +395,60 @@ async fn stuck_signal(mut rx: tokio::sync::watch::Receiver<u64>, number: u64) ->
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 
 /// A probe's `failure` ended the link: in the words of the process's exit
-/// when it exited (waiting a moment for it), else the probe's failure and
-/// the transport's account of the link, both as they are.
-async fn link_lost(session: &dyn Session, failure: FailureReason, detail: String) -> End {
-    let link = session.death();
-    if link == LinkFailure::Exited
-        && let Ok(exit) = tokio::time::timeout(EXIT_GRACE, session.gone()).await
-    {
-        return End::Lost(Loss::Link(link), exit);
-    }
+/// when it exited (waiting a moment for it, on stdio), else the probe's
+/// failure and the transport's account of the link (an end already told,
+/// or what a dead link of its kind is), both as they are.
+async fn link_lost(
+    events: &mut BoxStream<'_, SessionEvent>,
+    stdio: bool,
+    failure: FailureReason,
+    detail: String,
+) -> End {
+    let told = async {
+        while let Some(event) = events.next().await {
+            if let SessionEvent::Ended(link, words) = event {
+                return Some((link, words));
+            }
+        }
+        None
+    };
+    let grace = if stdio { EXIT_GRACE } else { Duration::ZERO };
+    let link = match tokio::time::timeout(grace, told).await {
+        Ok(Some((LinkFailure::Exited, words))) => {
+            return End::Lost(Loss::Link(LinkFailure::Exited), words);
+        }
+        Ok(Some((link, _))) => link,
+        _ if stdio => LinkFailure::Exited,
+        _ => LinkFailure::Unreachable,
+    };
     End::Lost(Loss::Probe { failure, link }, detail)
+}
+
+/// The tool listing in flight, and whether the server announced a change
+/// while it ran (one more listing follows it).
+struct Listing<'s> {
+    running: Option<BoxFuture<'s, Result<ToolSurface, RequestError>>>,
+    asked: bool,
+    timeout: Duration,
+}
+
+impl<'s> Listing<'s> {
+    fn new(timeout: Duration) -> Self {
+        Listing {
+            running: None,
+            asked: false,
+            timeout,
+        }
+    }
+
+    /// Start a listing: one the schedule made due (`due`), or one the
+    /// server asked for, which waits for a running one and honours the
+    /// schedule's floor between listings.
+    fn start(&mut self, session: &'s dyn Session, schedule: &mut Schedule<'s>, due: bool) {
+        if self.running.is_some() {
+            self.asked |= !due;
+        } else if due || schedule.may_relist() {
+            self.running = Some(schedule.list(session, self.timeout));
+        }
+    }
 }

@@ -14,8 +14,8 @@ use tokio::time::Instant;
 
 use super::procstat::{RunState, Sample};
 use super::{
-    BoxFuture, Connector, Era, LinkFailure, OpenError, Progress, RequestError, ServerInfo, Session,
-    ToolCall, ToolCallError,
+    BoxFuture, BoxStream, Connector, Era, Evidence, LinkFailure, OpenError, Progress, RequestError,
+    ServerInfo, Session, SessionEvent, ToolCall, ToolCallError,
 };
 
 /// How a request is answered.
@@ -197,30 +197,27 @@ impl Session for FakeSession {
         })
     }
 
-    fn gone(&self) -> BoxFuture<'_, String> {
-        Box::pin(async move {
+    fn events(&self) -> BoxStream<'_, SessionEvent> {
+        let death = if self.script.stdio {
+            LinkFailure::Exited
+        } else {
+            LinkFailure::Unreachable
+        };
+        Box::pin(futures::stream::once(async move {
             match self.script.crash_at {
                 // Only the process that was running at that time crashes.
                 Some(at) if self.opened <= at => {
                     tokio::time::sleep_until(self.start + at).await;
-                    "process exited with status 1".to_owned()
+                    SessionEvent::Ended(death, "process exited with status 1".to_owned())
                 }
                 _ => std::future::pending().await,
             }
-        })
+        }))
     }
 
-    fn death(&self) -> LinkFailure {
-        if self.script.stdio {
-            LinkFailure::Exited
-        } else {
-            LinkFailure::Unreachable
-        }
-    }
-
-    fn process(&self) -> Option<Sample> {
+    fn evidence(&self) -> Evidence {
         let t = self.t();
-        self.script.stdio.then(|| Sample {
+        let process = self.script.stdio.then(|| Sample {
             state: if (self.script.stopped)(t) {
                 RunState::Stopped
             } else {
@@ -228,14 +225,12 @@ impl Session for FakeSession {
             },
             cpu: (self.script.cpu)(t),
             rss_bytes: 1 << 20,
-        })
-    }
-
-    fn progress(&self) -> Progress {
-        Progress {
-            count: (self.script.progress)(self.t()),
+        });
+        let progress = Progress {
+            count: (self.script.progress)(t),
             intervals: Vec::new(),
-        }
+        };
+        Evidence { process, progress }
     }
 
     fn close(self: Box<Self>, _grace: Duration) -> BoxFuture<'static, ()> {

@@ -22,6 +22,7 @@ pub mod legacy_sse;
 pub mod oauth2;
 pub mod open;
 pub mod procstat;
+mod progress;
 pub mod reset;
 pub mod rmcp_http;
 pub mod session;
@@ -36,6 +37,8 @@ use serde::Serialize;
 
 /// A boxed future, as the object-safe [`Session`] trait returns them.
 pub use futures::future::BoxFuture;
+/// A boxed stream, as [`Session::events`] returns it.
+pub use futures::stream::BoxStream;
 
 /// The protocol era a session speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
@@ -83,6 +86,31 @@ pub use error::{
 /// A sample of a stdio server's process tree.
 pub use procstat::Sample as ProcessSample;
 
+/// News a session tells of itself: see [`Session::events`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum SessionEvent {
+    /// The server announced its tool list changed
+    /// (`notifications/tools/list_changed`); several announcements before
+    /// the event is read are one.
+    ToolsChanged,
+    /// When the credentials the session sends now expire (`None`: unknown).
+    Credentials(Option<Credentials>),
+    /// The link is gone for good (a child exited, a stream ended, the
+    /// server broke the session's limits): how, and in the words of its end.
+    /// Nothing follows it.
+    Ended(LinkFailure, String),
+}
+
+/// Evidence of a session that is not an answer; see [`Session::evidence`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Evidence {
+    /// The stdio process tree's state, CPU and memory; `None` for HTTP.
+    pub process: Option<ProcessSample>,
+    /// Progress notifications received so far, and the intervals between
+    /// consecutive ones of a request since the last read.
+    pub progress: Progress,
+}
+
 /// One open MCP session, as the probe layer and the supervisor see it.
 /// Every request takes its own deadline; nothing here waits unbounded.
 pub trait Session: Send + Sync {
@@ -103,11 +131,6 @@ pub trait Session: Send + Sync {
         &self,
         timeout: Duration,
     ) -> BoxFuture<'_, Result<tools::ToolSurface, RequestError>>;
-    /// Resolves when the server announces its tool list changed
-    /// (`notifications/tools/list_changed`).
-    fn tools_changed(&self) -> BoxFuture<'_, ()> {
-        Box::pin(std::future::pending())
-    }
     /// Call a tool. With `progress_resets`, each progress notification of
     /// the call pushes `timeout` back, never past `max`; on expiry the call
     /// is cancelled the way the era requires and the session stays open.
@@ -124,24 +147,18 @@ pub trait Session: Send + Sync {
         let _ = (method, params, timeout);
         Box::pin(std::future::ready(Err(RequestError::Unexpected)))
     }
-    /// Resolves when the transport is definitively gone (the stdio child
-    /// exited), with a description; never resolves for HTTP.
-    fn gone(&self) -> BoxFuture<'_, String>;
-    /// How a dead transport of this kind is described.
-    fn death(&self) -> LinkFailure;
-    /// The stdio process tree's state, CPU and memory; `None` for HTTP.
-    fn process(&self) -> Option<ProcessSample>;
-    /// Progress notifications received so far, and the intervals between
-    /// consecutive ones of a request since the last call.
-    fn progress(&self) -> Progress;
-    /// When the credentials this session sends expire, if known.
-    fn credentials(&self) -> Option<Credentials> {
-        None
+    /// What the session tells without being asked, for as long as it
+    /// lasts: tool list changes, each change of its credentials (the
+    /// first at once), and last its end. The supervisor reads it once per
+    /// session; nothing in it is polled.
+    fn events(&self) -> BoxStream<'_, SessionEvent> {
+        Box::pin(futures::stream::pending())
     }
-    /// Set when the server broke the session's rules (too many requests of
-    /// its own): the session must be dropped with this failure.
-    fn violation(&self) -> Option<LinkFailure> {
-        None
+    /// The evidence that is not an answer, read when the supervisor asks
+    /// (at the pace of its schedule, never more often): the stdio process
+    /// tree, and the progress notifications since the last read.
+    fn evidence(&self) -> Evidence {
+        Evidence::default()
     }
     /// Close politely within a bounded time.
     fn close(self: Box<Self>, grace: Duration) -> BoxFuture<'static, ()>;

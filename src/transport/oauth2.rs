@@ -63,6 +63,8 @@ pub struct TokenSource {
     current: Mutex<Option<Token>>,
     /// One fetch at a time; others wait for its token.
     fetching: tokio::sync::Mutex<()>,
+    /// The held token's expiry, told to every session that watches it.
+    expiry: tokio::sync::watch::Sender<Option<SystemTime>>,
 }
 
 impl TokenSource {
@@ -76,6 +78,7 @@ impl TokenSource {
             http,
             current: Mutex::new(None),
             fetching: tokio::sync::Mutex::new(()),
+            expiry: tokio::sync::watch::Sender::new(None),
         }
     }
 
@@ -100,9 +103,9 @@ impl TokenSource {
         self.fetch(Some(refused)).await
     }
 
-    /// When the token held expires, if it says.
-    pub fn expiry(&self) -> Option<SystemTime> {
-        self.held().and_then(|t| t.expires)
+    /// When the token held expires, if it says: now, and at each fetch.
+    pub fn expiry(&self) -> tokio::sync::watch::Receiver<Option<SystemTime>> {
+        self.expiry.subscribe()
     }
 
     async fn fetch(&self, refused: Option<&str>) -> Result<Arc<str>, TokenError> {
@@ -122,6 +125,7 @@ impl TokenSource {
             .map_err(|_| TokenError(format!("no answer within {TOKEN_TIMEOUT:?}")))??;
         self.scrubber.obtained(token.value.to_string());
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(token.clone());
+        self.expiry.send_replace(token.expires);
         Ok(token.value)
     }
 

@@ -8,9 +8,9 @@
 //! from request failures because the service itself never closes.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use futures::stream;
 use tokio::time::Instant;
 
 use rmcp::model::{
@@ -27,9 +27,10 @@ use super::child::Child;
 use super::error::classify;
 use super::legacy_http::{Deadlines, LegacyLink};
 use super::oauth2::TokenSource;
+use super::progress::Activity;
 use super::{
-    BoxFuture, Connector, Era, LinkFailure, OpenError, Progress, RequestError, ServerInfo, Session,
-    ToolCall, ToolCallError,
+    BoxFuture, BoxStream, Connector, Era, Evidence, LinkFailure, OpenError, RequestError,
+    ServerInfo, Session, SessionEvent, ToolCall, ToolCallError,
 };
 use crate::config::ServerSpec;
 
@@ -44,70 +45,6 @@ struct ToolsPage {
     tools: Vec<serde_json::Value>,
     next_cursor: Option<String>,
     ttl_ms: Option<u64>,
-}
-
-/// Progress notifications the server sent for mcpmon's requests.
-#[derive(Debug, Default)]
-pub(super) struct Activity {
-    count: AtomicU64,
-    state: std::sync::Mutex<Intervals>,
-}
-
-#[derive(Debug, Default)]
-struct Intervals {
-    /// Last notification time per request, for the requests seen last.
-    last_by_token: Vec<(i64, Instant)>,
-    /// Intervals not yet collected by [`Session::progress`].
-    pending: Vec<f64>,
-}
-
-/// Requests whose last progress time is remembered for interval measurement.
-const PROGRESS_TOKENS_KEPT: usize = 16;
-/// Intervals held between two collections; more are dropped (counted still).
-const PENDING_INTERVALS: usize = 64;
-
-impl Activity {
-    fn note_progress(&self, token: &rmcp::model::ProgressToken) {
-        // rmcp numbers the progress tokens of the requests it sends; a
-        // string token answers nothing mcpmon asked and is no sign of life.
-        let rmcp::model::NumberOrString::Number(token) = token.0 else {
-            return;
-        };
-        self.count.fetch_add(1, Ordering::Relaxed);
-        let now = Instant::now();
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let Intervals {
-            last_by_token,
-            pending,
-        } = &mut *st;
-        if let Some(entry) = last_by_token.iter_mut().find(|(t, _)| *t == token) {
-            if pending.len() < PENDING_INTERVALS {
-                pending.push(now.duration_since(entry.1).as_secs_f64());
-            }
-            entry.1 = now;
-        } else {
-            if last_by_token.len() == PROGRESS_TOKENS_KEPT {
-                last_by_token.remove(0);
-            }
-            last_by_token.push((token, now));
-        }
-    }
-
-    /// Progress for a token mcpmon chose (a legacy link's request).
-    pub(super) fn note_number(&self, token: u64) {
-        let token = i64::try_from(token).unwrap_or(i64::MAX);
-        self.note_progress(&rmcp::model::ProgressToken(
-            rmcp::model::NumberOrString::Number(token),
-        ));
-    }
-
-    fn take(&self) -> Progress {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        Progress {
-            count: self.count.load(Ordering::Relaxed),
-            intervals: std::mem::take(&mut st.pending),
-        }
-    }
 }
 
 /// mcpmon's side of the session: identifies itself, answers the server's
@@ -473,6 +410,65 @@ impl McpSession {
     }
 }
 
+impl McpSession {
+    /// Resolves when the link is gone for good, with the words of its end:
+    /// the child's exit, the legacy stream's end, or the bound broken.
+    /// (A Streamable HTTP link never ends by itself: its death is read
+    /// from the requests that fail.)
+    async fn end(&self) -> (LinkFailure, String) {
+        let exited = async {
+            match &self.child {
+                Some(c) => format!("process {}", c.epitaph().await),
+                None => std::future::pending().await,
+            }
+        };
+        let stream_ended = async {
+            match &self.stream {
+                Some(s) => s.ended().await,
+                None => std::future::pending().await,
+            }
+        };
+        let words = tokio::select! {
+            exit = exited => exit,
+            ended = stream_ended => ended,
+            breach = self.meter.tripped() => breach.describe(self.meter.budget()),
+        };
+        // A stream cut for a broken bound is told by the bound.
+        match self.meter.breach() {
+            Some(b) => (b.failure(), b.describe(self.meter.budget())),
+            None if self.child.is_some() => (LinkFailure::Exited, words),
+            None => (LinkFailure::Unreachable, words),
+        }
+    }
+
+    /// Each change of when the credentials expire, the first at once.
+    fn credentials(&self) -> BoxStream<'_, SessionEvent> {
+        let told = |expires, refreshable| {
+            SessionEvent::Credentials(Some(super::Credentials {
+                expires,
+                refreshable,
+            }))
+        };
+        match (&self.tokens, self.static_expiry) {
+            (Some(t), _) => Box::pin(stream::unfold(
+                (t.expiry(), true),
+                move |(mut rx, first)| async move {
+                    if !first && rx.changed().await.is_err() {
+                        return None;
+                    }
+                    let event = match *rx.borrow_and_update() {
+                        Some(e) => told(e, true),
+                        None => SessionEvent::Credentials(None),
+                    };
+                    Some((event, (rx, false)))
+                },
+            )),
+            (None, Some(e)) => Box::pin(stream::once(async move { told(e, false) })),
+            (None, None) => Box::pin(stream::empty()),
+        }
+    }
+}
+
 impl Session for McpSession {
     fn era(&self) -> Era {
         self.era
@@ -497,12 +493,6 @@ impl Session for McpSession {
         Box::pin(self.tools(timeout))
     }
 
-    fn tools_changed(&self) -> BoxFuture<'_, ()> {
-        // Heard on any stream the server writes to (a legacy link has no
-        // standalone one, only its answers' streams).
-        Box::pin(self.meter.tools_changed())
-    }
-
     fn call_tool(&self, call: ToolCall) -> BoxFuture<'_, Result<CallToolResult, ToolCallError>> {
         Box::pin(self.tool_call(call))
     }
@@ -516,64 +506,27 @@ impl Session for McpSession {
         Box::pin(self.json_request(method, params, timeout))
     }
 
-    fn gone(&self) -> BoxFuture<'_, String> {
-        Box::pin(async move {
-            let exited = async {
-                match &self.child {
-                    Some(c) => format!("process {}", c.epitaph().await),
-                    None => std::future::pending().await,
-                }
-            };
-            let stream_ended = async {
-                match &self.stream {
-                    // A stream cut for a broken bound is told by the bound.
-                    Some(s) => match (s.ended().await, self.meter.breach()) {
-                        (_, Some(b)) => b.describe(self.meter.budget()),
-                        (why, None) => why,
-                    },
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                exit = exited => exit,
-                ended = stream_ended => ended,
-                breach = self.meter.tripped() => breach.describe(self.meter.budget()),
-            }
-        })
+    fn events(&self) -> BoxStream<'_, SessionEvent> {
+        // Heard on any stream the server writes to (a legacy link has no
+        // standalone one, only its answers' streams).
+        let tools = stream::unfold((), |()| async {
+            self.meter.tools_changed().await;
+            Some((SessionEvent::ToolsChanged, ()))
+        });
+        let ended = stream::once(async {
+            let (failure, words) = self.end().await;
+            SessionEvent::Ended(failure, words)
+        });
+        Box::pin(stream::select(
+            stream::select(tools, self.credentials()),
+            ended,
+        ))
     }
 
-    fn death(&self) -> LinkFailure {
-        if let Some(breach) = self.meter.breach() {
-            return breach.failure();
-        }
-        match self.child {
-            Some(_) => LinkFailure::Exited,
-            None => LinkFailure::Unreachable,
-        }
-    }
-
-    fn process(&self) -> Option<super::ProcessSample> {
-        super::procstat::sample(self.child.as_ref()?.pid())
-    }
-
-    fn progress(&self) -> Progress {
-        self.activity.take()
-    }
-
-    fn violation(&self) -> Option<LinkFailure> {
-        self.meter.breach().map(super::budget::Breach::failure)
-    }
-
-    fn credentials(&self) -> Option<super::Credentials> {
-        match &self.tokens {
-            Some(t) => t.expiry().map(|expires| super::Credentials {
-                expires,
-                refreshable: true,
-            }),
-            None => self.static_expiry.map(|expires| super::Credentials {
-                expires,
-                refreshable: false,
-            }),
+    fn evidence(&self) -> Evidence {
+        Evidence {
+            process: (self.child.as_ref()).and_then(|c| super::procstat::sample(c.pid())),
+            progress: self.activity.take(),
         }
     }
 

@@ -20,8 +20,9 @@ use crate::config::{ServerSpec, TransportSpec};
 use crate::transport::budget::{Meter, Metered};
 use crate::transport::error::classify_open;
 use crate::transport::oauth2::TokenSource;
+use crate::transport::progress::Activity;
 use crate::transport::rmcp_http::RmcpHttp;
-use crate::transport::session::{Activity, MAX_LINE_BYTES, McpSession, Monitor};
+use crate::transport::session::{MAX_LINE_BYTES, McpSession, Monitor};
 use crate::transport::{LinkFailure, OpenError, truncate};
 
 async fn http_transport(

@@ -25,8 +25,9 @@ use super::budget::{Breach, Meter};
 use super::child::Child;
 use super::legacy_http::LegacyLink;
 use super::oauth2::TokenSource;
+use super::progress::Activity;
 use super::rmcp_http::RmcpHttp;
-use super::session::{Activity, Carrier, Legacy, McpSession, Monitor};
+use super::session::{Carrier, Legacy, McpSession, Monitor};
 use super::{Era, OpenError, ServerInfo, truncate};
 use crate::config::{KNOWN_VERSIONS, Protocol, ServerSpec, TransportSpec, is_modern};
 

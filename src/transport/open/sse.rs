@@ -14,7 +14,8 @@ use crate::config::{ServerSpec, TransportSpec};
 use crate::transport::budget::{Meter, Metered};
 use crate::transport::error::classify_open;
 use crate::transport::legacy_sse;
-use crate::transport::session::{Activity, McpSession, Monitor};
+use crate::transport::progress::Activity;
+use crate::transport::session::{McpSession, Monitor};
 use crate::transport::{LinkFailure, OpenError};
 
 /// Open the session, or say why not, by `until`.

@@ -20,7 +20,8 @@ use crate::config::ServerSpec;
 use crate::transport::budget::{Meter, Metered, MeteredRead};
 use crate::transport::child::{self, Child};
 use crate::transport::procstat;
-use crate::transport::session::{Activity, MAX_LINE_BYTES, McpSession, Monitor};
+use crate::transport::progress::Activity;
+use crate::transport::session::{MAX_LINE_BYTES, McpSession, Monitor};
 use crate::transport::{LinkFailure, OpenError, truncate};
 
 /// How a handshake ended, when it did not.
