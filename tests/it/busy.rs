@@ -104,12 +104,7 @@ async fn watch(
 }
 
 fn reconnects(m: &str, id: &str) -> f64 {
-    m.lines()
-        .filter(|l| {
-            l.starts_with("mcpmon_reconnects_total{") && l.contains(&format!("server=\"{id}\""))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    exposition::sum(m, "mcpmon_reconnects_total", &[("server", id)])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -569,12 +569,11 @@ async fn four_legacy_sse_servers_read_healthy_and_one_comes_back_after_a_restart
         )),
         "the call was cancelled: its progress was not heard"
     );
-    let progress = metrics
-        .lines()
-        .find(|l| {
-            l.starts_with(r#"mcpmon_progress_interval_seconds_count{server="everything-sse"}"#)
-        })
-        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+    let progress = exposition::value(
+        &metrics,
+        "mcpmon_progress_interval_seconds_count",
+        &[("server", "everything-sse")],
+    );
     assert!(progress >= Some(4.0), "progress heard: {progress:?}");
 
     // Killed: its stream ends, and that is the verdict, before any ping.

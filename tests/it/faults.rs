@@ -70,23 +70,17 @@ fn retrying(base: Held) -> Held {
     }
 }
 
-/// Nothing leaked: poll (bounded) until the holdings are back near baseline.
+/// Nothing leaked: the holdings come back near baseline.
 async fn assert_no_leak(mon: &Binary, base: Held, rss_slack_kib: u64) {
-    let start = Instant::now();
-    loop {
+    let what = format!("holdings back near {base:?}");
+    eventually(&what, PATIENCE, async || {
         let now = held(mon.pid());
-        if now.fds <= base.fds + 4
+        let back = now.fds <= base.fds + 4
             && now.children <= base.children
-            && now.rss_kib <= base.rss_kib + rss_slack_kib
-        {
-            return;
-        }
-        assert!(
-            start.elapsed() < PATIENCE,
-            "leak: baseline {base:?}, now {now:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            && now.rss_kib <= base.rss_kib + rss_slack_kib;
+        if back { Ok(()) } else { Err(now) }
+    })
+    .await;
 }
 
 /// Start mcpmon with the bystander and `servers`; wait for the bystander.
@@ -105,20 +99,15 @@ async fn start(servers: &[String]) -> (tempfile::TempDir, Binary) {
 
 /// The bystander stayed healthy throughout, and kept being pinged.
 async fn assert_bystander_untouched(mon: &Binary) {
-    let start = Instant::now();
-    loop {
+    eventually("the bystander pinged", PATIENCE, async || {
         let (_, m) = mon.get("/metrics").await;
-        let answered = metric(
-            &m,
-            r#"mcpmon_ping_duration_seconds_count{server="bystander"}"#,
-        )
-        .unwrap_or(0.0);
-        if answered >= 1.0 {
-            break;
+        let pings = r#"mcpmon_ping_duration_seconds_count{server="bystander"}"#;
+        match metric(&m, pings) {
+            Some(n) if n >= 1.0 => Ok(()),
+            other => Err(other),
         }
-        assert!(start.elapsed() < PATIENCE, "bystander never pinged");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     let (_, v) = mon.server("bystander").await;
     assert_eq!(v["status"], "healthy", "bystander: {v}");
     let changes: Vec<&Value> = v["events"]
@@ -139,23 +128,37 @@ async fn wait_for(
     within: Duration,
 ) -> (Value, Duration) {
     let start = Instant::now();
-    let mut last = Value::Null;
-    while start.elapsed() < within {
+    let what = format!("{id} reading {status}/{reason:?}");
+    let v = eventually(&what, within, async || {
         let (_, v) = mon.server(id).await;
-        if v["status"] == status && reason.is_none_or(|r| v["reason"] == r) {
-            return (v, start.elapsed());
-        }
-        last = v;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{id} not {status}/{reason:?} within {within:?}: {last}");
+        let seen = v["status"] == status && reason.is_none_or(|r| v["reason"] == r);
+        if seen { Ok(v) } else { Err(v) }
+    })
+    .await;
+    (v, start.elapsed())
 }
 
-fn sum_metric(m: &str, name: &str, server: &str) -> f64 {
-    m.lines()
-        .filter(|l| l.starts_with(name) && l.contains(&format!("server=\"{server}\"")))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+/// `id`'s connection attempts so far.
+async fn attempts(mon: &Binary, id: &str) -> f64 {
+    let (_, m) = mon.get("/metrics").await;
+    exposition::sum(&m, "mcpmon_reconnects_total", &[("server", id)])
+}
+
+/// Wait until `id` has made `more` connection attempts after `since`
+/// (its count then); how long that took.
+async fn more_attempts(mon: &Binary, id: &str, since: f64, more: f64) -> Duration {
+    let start = Instant::now();
+    let what = format!("{more} more attempts of {id}");
+    eventually(&what, PATIENCE, async || {
+        let now = attempts(mon, id).await;
+        if now >= since + more {
+            Ok(())
+        } else {
+            Err(now)
+        }
+    })
+    .await;
+    start.elapsed()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,18 +198,13 @@ async fn exits_at_startup_in_a_loop_with_backoff_and_no_tight_loop() {
         "{v}"
     );
     let base = held(mon.pid());
-    let (_, m) = mon.get("/metrics").await;
-    let before = sum_metric(&m, "mcpmon_reconnects_total", "crashy");
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    let (_, m) = mon.get("/metrics").await;
-    let attempts = sum_metric(&m, "mcpmon_reconnects_total", "crashy") - before;
-    // Backoff 200 ms doubling to 1 s (jitter up to 2x, capped): 4 s hold at
-    // most 8 attempts; a tight loop would make hundreds.
-    assert!(
-        (1.0..=8.0).contains(&attempts),
-        "{attempts} attempts in 4 s"
-    );
-    eprintln!("crash loop: detected in {detect:?}, {attempts} attempts in 4 s");
+    let before = attempts(&mon, "crashy").await;
+    // Backoff from 200 ms doubling to 1 s, jitter only ever adding: by
+    // now the waits are at least 800 ms, so three more attempts take over
+    // a second. A tight loop would make them in milliseconds.
+    let took = more_attempts(&mon, "crashy", before, 3.0).await;
+    assert!(took >= Duration::from_secs(1), "3 attempts in {took:?}");
+    eprintln!("crash loop: detected in {detect:?}, 3 more attempts in {took:?}");
     assert_bystander_untouched(&mon).await;
     assert_no_leak(&mon, base, 8 * 1024).await;
 }
@@ -242,7 +240,8 @@ async fn never_answers_initialize() {
     // A mute server that never said why is judged on its second attempt.
     assert!(v["consecutive_failures"].as_u64() >= Some(2), "{v}");
     let base = held(mon.pid());
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = attempts(&mon, "mute").await;
+    more_attempts(&mon, "mute", before, 2.0).await;
     // Each attempt's process is shut down: at most the current one lives.
     assert!(
         pids_with_marker(&mark).len() <= 1,
@@ -264,7 +263,7 @@ async fn garbage_on_stdout() {
         &marker("fg"),
     )])
     .await;
-    let (_, detect) = wait_for(
+    let (v, detect) = wait_for(
         &mon,
         "garbage",
         "unhealthy",
@@ -272,8 +271,17 @@ async fn garbage_on_stdout() {
         PATIENCE,
     )
     .await;
+    // Lines that are not JSON-RPC are no answer: the handshake runs out.
+    let detail = v["detail"].as_str().unwrap_or("");
+    assert!(detail.contains("no answer to initialize "), "{v}");
+    assert_eq!(v["sessions"], 0, "never counted as a session: {v}");
     let base = held(mon.pid());
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = attempts(&mon, "garbage").await;
+    more_attempts(&mon, "garbage", before, 2.0).await;
+    let (_, v) = mon.server("garbage").await;
+    assert_eq!(v["status"], "unhealthy", "{v}");
+    let left = pids_with_marker("fg");
+    assert!(left.len() <= 1, "each attempt's process is ended: {left:?}");
     eprintln!("garbage: detected in {detect:?}");
     assert_bystander_untouched(&mon).await;
     assert_no_leak(&mon, retrying(base), 8 * 1024).await;
@@ -292,17 +300,22 @@ async fn garbage_between_answers_and_a_stderr_flood_are_survived() {
     let (_d, mon) = start(&[format!("{noisy}    stderr_log_level: info\n")]).await;
     let (v, _) = wait_for(&mon, "noisy", "healthy", None, PATIENCE).await;
     assert_eq!(v["sessions"], 1, "{v}");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // stderr lines (10 kB each, one per request) are logged truncated.
+    let logs = eventually("ten stderr lines logged", PATIENCE, async || {
+        let logs = mon.log_text();
+        let lines = (logs.lines())
+            .filter(|l| l.contains("mcpmon::stderr") && l.contains("\"noisy\""))
+            .count();
+        if lines >= 10 { Ok(logs) } else { Err(lines) }
+    })
+    .await;
+    assert!(logs.contains("(truncated)"), "long stderr lines truncated");
     let (_, v) = mon.server("noisy").await;
     assert_eq!(v["status"], "healthy", "{v}");
-    // stderr lines (10 kB each, one per request) are truncated and rate-limited.
-    let logs = mon.log_text();
-    let stderr_lines = logs
-        .lines()
-        .filter(|l| l.contains("mcpmon::stderr") && l.contains("\"noisy\""))
-        .count();
-    assert!(logs.contains("(truncated)"), "long stderr lines truncated");
-    assert!(stderr_lines >= 10, "{stderr_lines}");
+    assert_eq!(
+        v["sessions"], 1,
+        "the garbage between answers broke nothing: {v}"
+    );
     assert_bystander_untouched(&mon).await;
 }
 
@@ -466,14 +479,11 @@ async fn expired_session_is_reinitialized_without_a_reconnect() {
     mon.wait_status("expiring", "healthy", PATIENCE).await;
     let first = fp.initializes();
     fp.set("expire");
-    let start = Instant::now();
-    while fp.initializes() <= first {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "no re-initialize after a 404"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("a re-initialize after a 404", PATIENCE, async || {
+        let now = fp.initializes();
+        if now > first { Ok(()) } else { Err(now) }
+    })
+    .await;
     fp.set("pass");
     let (v, _) = wait_for(&mon, "expiring", "healthy", None, PATIENCE).await;
     assert_eq!(
@@ -494,9 +504,21 @@ async fn redirects_and_gigantic_bodies_are_refused_with_memory_bounded() {
     let (v, _) = wait_for(&mon, "bouncy", "unhealthy", None, PATIENCE).await;
     assert!(v["detail"].as_str().unwrap_or("").contains("307"), "{v}");
     fp.set("huge");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let (_, v) = mon.server("bouncy").await;
-    assert_eq!(v["status"], "unhealthy", "{v}");
+    // The 64 MiB answer is refused at the message bound, in its words.
+    let (v, _) = wait_for(&mon, "bouncy", "unhealthy", None, PATIENCE).await;
+    let refused = eventually("the body refused at its bound", PATIENCE, async || {
+        let (_, v) = mon.server("bouncy").await;
+        let detail = v["detail"].as_str().unwrap_or("");
+        // The lean ping path and rmcp's client word the same 4 MiB bound.
+        let said = detail.contains("over 4 MiB") || detail.contains("size of 4194304 bytes");
+        if said && v["status"] == "unhealthy" {
+            Ok(v)
+        } else {
+            Err(v)
+        }
+    })
+    .await;
+    eprintln!("redirect: {}; huge: {}", v["detail"], refused["detail"]);
     fp.set("pass");
     wait_for(&mon, "bouncy", "healthy", None, PATIENCE).await;
     assert_bystander_untouched(&mon).await;
@@ -569,12 +591,15 @@ async fn an_idle_stream_cut_by_a_real_proxy_does_not_break_the_session() {
     let port = free_port();
     let cfg = dir.path().join("haproxy.cfg");
     // A proxy with a 1 s idle timeout: the session's quiet server-to-client
-    // stream is cut over and over, as in seed 003.
+    // stream is cut over and over, as in seed 003. Its stats socket counts
+    // the connections it took.
+    let stats = dir.path().join("stats.sock");
     std::fs::write(
         &cfg,
         format!(
-            "global\n  maxconn 256\ndefaults\n  mode http\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\n\
+            "global\n  maxconn 256\n  stats socket {}\ndefaults\n  mode http\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\n\
              frontend fe\n  bind 127.0.0.1:{port}\n  default_backend be\nbackend be\n  server s1 127.0.0.1:{}\n",
+            stats.display(),
             upstream.port
         ),
     )
@@ -587,11 +612,21 @@ async fn an_idle_stream_cut_by_a_real_proxy_does_not_break_the_session() {
         port,
     )
     .await;
-    let (_d, mon) = start(&[http("cut", &format!("http://127.0.0.1:{port}/mcp"))]).await;
+    // Probes further apart than the proxy's idle timeout: the connection
+    // they leave in mcpmon's pool is cut before each next one.
+    let cut = http("cut", &format!("http://127.0.0.1:{port}/mcp"))
+        + "    ping_interval: 1500ms\n    health_check_interval: 1500ms\n";
+    let (_d, mon) = start(&[cut]).await;
     mon.wait_status("cut", "healthy", PATIENCE).await;
     let base = held(mon.pid());
-    // Several idle cuts later the session is the same and never left healthy.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Several idle cuts later (each cut costs a new connection through the
+    // proxy) the session is the same and never left healthy.
+    let first = connections(&stats).await;
+    eventually("four idle cuts", PATIENCE, async || {
+        let now = connections(&stats).await;
+        if now >= first + 4 { Ok(()) } else { Err(now) }
+    })
+    .await;
     let (_, v) = mon.server("cut").await;
     assert_eq!(v["status"], "healthy", "{v}");
     assert_eq!(v["sessions"], 1, "{v}");
@@ -619,20 +654,16 @@ async fn a_server_flooding_requests_is_cut_off_and_memory_stays_bounded() {
     )])
     .await;
     let base = held(mon.pid());
-    let start = Instant::now();
-    loop {
+    let cuts = async || {
         let (_, m) = mon.get("/metrics").await;
-        let cut = metric(
-            &m,
-            r#"mcpmon_session_closes_total{reason="request_flood",server="flooder"}"#,
-        )
-        .unwrap_or(0.0);
-        if cut >= 2.0 {
-            break;
-        }
-        assert!(start.elapsed() < PATIENCE, "the flood was never cut off");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        let cut = r#"mcpmon_session_closes_total{reason="request_flood",server="flooder"}"#;
+        metric(&m, cut).unwrap_or(0.0)
+    };
+    eventually("the flood cut off twice", PATIENCE, async || {
+        let n = cuts().await;
+        if n >= 2.0 { Ok(()) } else { Err(n) }
+    })
+    .await;
     let (_, v) = mon.server("flooder").await;
     let flooded = v["events"]
         .as_array()
@@ -641,14 +672,17 @@ async fn a_server_flooding_requests_is_cut_off_and_memory_stays_bounded() {
         .any(|e| e["reason"] == "request_flood");
     assert!(flooded, "its own reason on the timeline: {v}");
     // Every new session floods again and is cut off again; mcpmon's memory
-    // stays within a stated bound of its baseline all along (bounded watch).
+    // stays within a stated bound of its baseline all along: watched over
+    // three more floods.
     const BOUND_KIB: u64 = 64 * 1024;
     let mut peak = base.rss_kib;
-    let watch = Instant::now();
-    while watch.elapsed() < Duration::from_secs(8) {
+    let then = cuts().await;
+    eventually("three more floods cut off", PATIENCE, async || {
         peak = peak.max(held(mon.pid()).rss_kib);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        let n = cuts().await;
+        if n >= then + 3.0 { Ok(()) } else { Err(n) }
+    })
+    .await;
     eprintln!(
         "request flood: baseline {} KiB, peak {peak} KiB",
         base.rss_kib
@@ -675,15 +709,15 @@ async fn a_server_s_huge_and_control_character_strings_stay_out_of_outputs() {
         &marker("fi"),
     ) + "    connect_timeout: 20s\n";
     let (_d, mon) = start(&[loud]).await;
-    let start = Instant::now();
-    let v = loop {
+    let v = eventually("a session with loud", PATIENCE, async || {
         let (_, v) = mon.server("loud").await;
-        if v["sessions"].as_u64().unwrap_or(0) >= 1 {
-            break v;
+        if v["sessions"].as_u64() >= Some(1) {
+            Ok(v)
+        } else {
+            Err(v)
         }
-        assert!(start.elapsed() < PATIENCE, "no session: {v}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    })
+    .await;
     let (_, body) = mon.get("/health/servers/loud").await;
     assert!(body.len() < 16 * 1024, "{} bytes of JSON", body.len());
     assert_eq!(v["protocol_version"], "unknown", "{v}");
@@ -750,4 +784,25 @@ async fn the_state_owner_killed_on_purpose_ends_the_run_loudly() {
         after.is_err(),
         "nothing answers for a monitor without verdicts"
     );
+}
+
+/// Connections haproxy's frontend took so far (`stot` of `show stat`).
+async fn connections(socket: &Path) -> u64 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .expect("haproxy's stats socket");
+    stream.write_all(b"show stat\n").await.expect("ask");
+    let mut csv = String::new();
+    stream.read_to_string(&mut csv).await.expect("read");
+    let header: Vec<&str> = csv.lines().next().unwrap_or("").split(',').collect();
+    let stot = header
+        .iter()
+        .position(|h| *h == "stot")
+        .expect("stot column");
+    csv.lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find(|row| row.get(1) == Some(&"FRONTEND"))
+        .and_then(|row| row.get(stot)?.parse().ok())
+        .unwrap_or_else(|| panic!("no frontend row: {csv}"))
 }

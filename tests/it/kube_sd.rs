@@ -475,10 +475,10 @@ async fn the_charts_rbac_lets_discovery_read_what_it_grants_and_nothing_more() {
         SOON,
         async || {
             let (_, text) = mon.get("/metrics").await;
-            match series(
+            match exposition::value(
                 &text,
                 "mcpmon_sd_refresh_failures_total",
-                "mechanism=\"kubernetes\"",
+                &[("mechanism", "kubernetes")],
             ) {
                 Some(n) if n > 0.0 => Ok(()),
                 other => Err(other),
@@ -504,14 +504,6 @@ fn status_kib(pid: i32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("{field} of {pid}"))
 }
 
-/// The value of the series of `family` whose labels contain `labels`.
-fn series(metrics: &str, family: &str, labels: &str) -> Option<f64> {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with(&format!("{family}{{")) && l.contains(labels))
-        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
 /// mcpmon on `namespace`, every entry but `server-00000` dropped by a rule
 /// (one session: listing, translating and checking are what is measured);
 /// the time until the source reported `want` dropped and one kept, and the
@@ -535,13 +527,14 @@ async fn list_with_mcpmon(cluster: &Cluster, namespace: &str, want: f64) -> (Dur
         Duration::from_secs(120),
         async || {
             let (_, text) = mon.get("/metrics").await;
-            let dropped = series(
+            let dropped = exposition::value(
                 &text,
                 "mcpmon_sd_entries_rejected_total",
-                "mechanism=\"kubernetes\",reason=\"dropped\"",
+                &[("mechanism", "kubernetes"), ("reason", "dropped")],
             );
             let listed =
-                series(&text, "mcpmon_sd_servers", "mechanism=\"kubernetes\"") == Some(1.0);
+                exposition::value(&text, "mcpmon_sd_servers", &[("mechanism", "kubernetes")])
+                    == Some(1.0);
             match dropped.unwrap_or(0.0) {
                 n if n == want && listed => Ok(()),
                 n => Err((

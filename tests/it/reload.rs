@@ -126,11 +126,7 @@ async fn reload_applies_a_diff_and_a_bad_reload_changes_nothing() {
         !m.contains("server=\"drop\""),
         "removed server's series dropped"
     );
-    let keep_reconnects: f64 = m
-        .lines()
-        .filter(|l| l.starts_with("mcpmon_reconnects_total{") && l.contains("server=\"keep\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let keep_reconnects = exposition::sum(&m, "mcpmon_reconnects_total", &[("server", "keep")]);
     assert_eq!(
         keep_reconnects, 0.0,
         "no reconnect counted for the unchanged server"

@@ -40,7 +40,7 @@ async fn a_registry_of_fifteen_megabyte_versions_is_skipped_not_kept() {
             counter(
                 m,
                 "mcpmon_sd_entries_rejected_total",
-                "reason=\"too_large\"",
+                &[("reason", "too_large")],
             ) >= 12.0
         })
         .await;
@@ -54,7 +54,7 @@ async fn a_registry_of_fifteen_megabyte_versions_is_skipped_not_kept() {
             counter(
                 &m,
                 "mcpmon_sd_entries_rejected_total",
-                "reason=\"too_large\""
+                &[("reason", "too_large")]
             ),
             12.0
         );
@@ -82,11 +82,11 @@ async fn forty_thousand_registry_names_alike_are_told_apart_in_linear_time() {
             let left_out = counter(
                 m,
                 "mcpmon_sd_entries_rejected_total",
-                "reason=\"over_limit\"",
+                &[("reason", "over_limit")],
             ) + counter(
                 m,
                 "mcpmon_sd_entries_rejected_total",
-                "reason=\"too_large\"",
+                &[("reason", "too_large")],
             );
             left_out >= 39_990.0
         })
@@ -98,11 +98,11 @@ async fn forty_thousand_registry_names_alike_are_told_apart_in_linear_time() {
         let left_out = counter(
             &m,
             "mcpmon_sd_entries_rejected_total",
-            "reason=\"over_limit\"",
+            &[("reason", "over_limit")],
         ) + counter(
             &m,
             "mcpmon_sd_entries_rejected_total",
-            "reason=\"too_large\"",
+            &[("reason", "too_large")],
         );
         assert_eq!(left_out, 39_990.0, "each counted once: {m}");
         let ids: std::collections::HashSet<String> = case
@@ -167,7 +167,7 @@ async fn a_client_config_nested_twenty_thousand_deep_is_refused_and_the_monitor_
             counter(
                 m,
                 "mcpmon_sd_refresh_failures_total",
-                "mechanism=\"client_config\"",
+                &[("mechanism", "client_config")],
             ) >= 1.0
         })
         .await;
@@ -236,7 +236,11 @@ async fn a_legacy_sse_stream_of_empty_events_is_a_flood_like_any_other() {
         case.mon.wait_status("attacker", "healthy", PATIENCE).await;
         case.attack(RSS_BOUND_MIB).await;
         wait_metrics(&case.mon, "the stream cut as message_flood", |m| {
-            counter(m, "mcpmon_session_closes_total", "reason=\"message_flood\"") >= 1.0
+            counter(
+                m,
+                "mcpmon_session_closes_total",
+                &[("reason", "message_flood")],
+            ) >= 1.0
         })
         .await;
         stops_at_once(&mut case.mon).await;

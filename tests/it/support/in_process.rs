@@ -116,11 +116,3 @@ impl Drop for Monitor {
         }
     }
 }
-
-/// Value of the first sample whose line starts with `series` (name and labels).
-pub fn metric(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}

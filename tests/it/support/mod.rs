@@ -1,7 +1,8 @@
 //! Shared helpers for the integration tests, by what they start: mcpmon
 //! in-process ([`in_process`]) or as the real binary ([`binary`]), servers
 //! ([`servers`]), processes ([`procs`]), certificates ([`certs`]), external
-//! tools ([`tools`]) and Prometheus ([`prometheus`]); and the crate's own
+//! tools ([`tools`]) and Prometheus ([`prometheus`]); `/metrics` read by one
+//! parser ([`exposition`]); and the crate's own
 //! source ([`source`]), read for the house rules. Every wait is bounded
 //! polling ([`eventually`]), never a bare sleep as synchronisation.
 
@@ -10,6 +11,7 @@ mod require;
 
 mod binary;
 mod certs;
+pub mod exposition;
 mod in_process;
 pub mod kube;
 mod paths;
@@ -22,6 +24,7 @@ mod tools;
 
 pub use binary::*;
 pub use certs::*;
+pub use exposition::metric;
 pub use in_process::*;
 pub use paths::*;
 pub use poll::*;
