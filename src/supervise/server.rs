@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug};
 
 use super::reconnect::Reconnect;
-use super::schedule::{Schedule, Wake, relist_after};
+use super::schedule::{Schedule, relist_after};
 use crate::config::{ServerSpec, TransportSpec};
 use crate::probe::{self, FailureReason, Probe, ProbeOutcome};
 use crate::state::{Loss, Msg, Observation};
@@ -234,38 +234,24 @@ impl Supervisor {
         let ends = self.ends(number);
         tokio::pin!(ends);
         let mut events = session.events();
-        let mut news = Vec::new();
         loop {
             schedule.arm(listing.running.is_some());
-            tokio::select! {
-                end = &mut ends => return end,
-                () = &mut schedule.timer => {
-                    let wake = schedule.wake(session, &mut news);
-                    self.woke(session, wake, &mut news).await;
-                    if wake.list {
-                        listing.start(session, &mut schedule, true);
-                    }
-                }
+            let end = tokio::select! {
+                end = &mut ends => Some(end),
+                () = &mut schedule.timer => self.due(session, &mut schedule, &mut listing).await,
                 Some((i, outcome)) = schedule.running.next(), if !schedule.running.is_empty() => {
-                    let (was_late, what) = (schedule.answered(i, &outcome), schedule.name(i));
-                    let end = self.answered(session, &mut events, outcome, was_late, what);
-                    if let Some(end) = end.await {
-                        return end;
-                    }
+                    self.answered(session, &mut events, &mut schedule, i, outcome).await
                 }
                 // An async block: select! builds a disabled branch's future too.
                 listed = async { listing.running.as_mut().expect("guarded").await }, if listing.running.is_some() => {
-                    listing.running = None;
                     self.listed(listed, &mut schedule).await;
-                    if std::mem::take(&mut listing.asked) {
-                        listing.start(session, &mut schedule, false);
-                    }
+                    listing.finished(session, &mut schedule);
+                    None
                 }
-                Some(event) = events.next() => match event {
-                    SessionEvent::ToolsChanged => listing.start(session, &mut schedule, false),
-                    SessionEvent::Credentials(c) => self.send(Observation::Credentials(c)).await,
-                    SessionEvent::Ended(link, why) => return End::Lost(Loss::Link(link), why),
-                },
+                Some(event) = events.next() => self.told(session, event, &mut schedule, &mut listing).await,
+            };
+            if let Some(end) = end {
+                return end;
             }
         }
     }
@@ -280,29 +266,60 @@ impl Supervisor {
         }
     }
 
-    /// The schedule woke: read the evidence it asked for (a late run's
-    /// first), then tell what came due.
-    async fn woke(&self, session: &dyn Session, wake: Wake, news: &mut Vec<Observation>) {
+    /// The schedule woke: start what came due, read the evidence it asked
+    /// for (a late run's first), tell what it found, and start a listing
+    /// when one is due.
+    async fn due<'s>(
+        &self,
+        session: &'s dyn Session,
+        schedule: &mut Schedule<'s>,
+        listing: &mut Listing<'s>,
+    ) -> Option<End> {
+        let mut news = Vec::new();
+        let wake = schedule.wake(session, &mut news);
         if wake.watch || wake.late {
             self.evidence(session).await;
         }
-        for event in news.drain(..) {
+        for event in news {
             self.send(event).await;
         }
+        if wake.list {
+            listing.start(session, schedule, true);
+        }
+        None
     }
 
-    /// A probe answered: hold off when it asked to, report it, and end the
-    /// session when the answer says the link is lost. `what` names the
-    /// probe in the detail and the log line (the liveness probe goes
+    /// Relay what the session told: a listing for a changed tool list,
+    /// its credentials, or its end.
+    async fn told<'s>(
+        &self,
+        session: &'s dyn Session,
+        event: SessionEvent,
+        schedule: &mut Schedule<'s>,
+        listing: &mut Listing<'s>,
+    ) -> Option<End> {
+        match event {
+            SessionEvent::ToolsChanged => listing.start(session, schedule, false),
+            SessionEvent::Credentials(c) => self.send(Observation::Credentials(c)).await,
+            SessionEvent::Ended(link, why) => return Some(End::Lost(Loss::Link(link), why)),
+        }
+        None
+    }
+
+    /// Probe `i` answered: hold off when it asked to, report it, and end
+    /// the session when the answer says the link is lost. The probe is
+    /// named in the detail and the log line (the liveness probe goes
     /// unnamed; a child's CPU and memory are read at its pace).
     async fn answered(
         &self,
         session: &dyn Session,
         events: &mut BoxStream<'_, SessionEvent>,
+        schedule: &mut Schedule<'_>,
+        i: usize,
         outcome: ProbeOutcome,
-        was_late: bool,
-        what: Option<&str>,
     ) -> Option<End> {
+        let was_late = schedule.answered(i, &outcome);
+        let what = schedule.name(i);
         if outcome.kind.is_liveness() && matches!(self.spec.transport, TransportSpec::Stdio { .. })
         {
             self.evidence(session).await;
@@ -444,6 +461,14 @@ impl<'s> Listing<'s> {
     /// Start a listing: one the schedule made due (`due`), or one the
     /// server asked for, which waits for a running one and honours the
     /// schedule's floor between listings.
+    /// The listing in flight finished: the one asked for meanwhile starts.
+    fn finished(&mut self, session: &'s dyn Session, schedule: &mut Schedule<'s>) {
+        self.running = None;
+        if std::mem::take(&mut self.asked) {
+            self.start(session, schedule, false);
+        }
+    }
+
     fn start(&mut self, session: &'s dyn Session, schedule: &mut Schedule<'s>, due: bool) {
         if self.running.is_some() {
             self.asked |= !due;
