@@ -66,18 +66,13 @@ async fn wait_metric(
     within: Duration,
     pred: impl Fn(f64) -> bool,
 ) -> f64 {
-    let start = Instant::now();
-    let mut last = None;
-    while start.elapsed() < within {
-        last = metric(&mon.metrics().await, series);
-        if let Some(v) = last
-            && pred(v)
-        {
-            return v;
+    eventually(series, within, async || {
+        match metric(&mon.metrics().await, series) {
+            Some(v) if pred(v) => Ok(v),
+            last => Err(last),
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{series} never matched within {within:?}; last {last:?}");
+    })
+    .await
 }
 
 /// Watch a server's states and reasons until `done` returns true.
@@ -87,20 +82,18 @@ async fn watch(
     within: Duration,
     mut done: impl FnMut(&Value) -> bool,
 ) -> BTreeSet<(String, String)> {
-    let start = Instant::now();
     let mut seen = BTreeSet::new();
-    while start.elapsed() < within {
+    let what = format!("{id}'s condition");
+    eventually(&what, within, async || {
         let (_, v) = mon.server(id).await;
         seen.insert((
             v["status"].as_str().unwrap_or("").to_owned(),
             v["reason"].as_str().unwrap_or("").to_owned(),
         ));
-        if done(&v) {
-            return seen;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{id}: condition not met within {within:?}; states seen {seen:?}");
+        if done(&v) { Ok(()) } else { Err(seen.clone()) }
+    })
+    .await;
+    seen
 }
 
 fn reconnects(m: &str, id: &str) -> f64 {
@@ -146,9 +139,8 @@ async fn a_cpu_bound_tool_with_progress_reads_busy_never_unhealthy_and_runs_once
     // The server reads healthy again between chunks, as soon as it answers
     // promptly; the call itself is over once its duration is recorded and
     // a health check after it has answered. Never unhealthy meanwhile.
-    let start = Instant::now();
     let mut states = seen;
-    let m = loop {
+    let m = eventually("the crunch finished", SLACK, async || {
         let (_, v) = mon.server("cruncher").await;
         states.insert((
             v["status"].as_str().unwrap_or("").to_owned(),
@@ -166,14 +158,12 @@ async fn a_cpu_bound_tool_with_progress_reads_busy_never_unhealthy_and_runs_once
             )
             .is_some();
         if done && v["status"] == "healthy" {
-            break m;
+            Ok(m)
+        } else {
+            Err(states.clone())
         }
-        assert!(
-            start.elapsed() < SLACK,
-            "the crunch never finished: {states:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    })
+    .await;
     assert!(
         !states.iter().any(|(s, _)| s == "unhealthy"),
         "a busy server was judged unhealthy: {states:?}"
@@ -245,14 +235,9 @@ async fn a_silent_long_call_is_cancelled_at_its_request_timeout_and_the_session_
         );
         wait_metric(&mon, &series, Duration::from_secs(10), |v| v == 1.0).await;
         // The server saw the cancellation (its sleep ended early, counted).
-        let start = Instant::now();
-        while server_field(&mon, id, "sleep_cancelled").await != Some(1.0) {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "{id}: server never saw the cancellation"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let cancelled =
+            format!(r#"mcpmon_health_check_value{{field="sleep_cancelled",server="{id}"}}"#);
+        wait_metric(&mon, &cancelled, Duration::from_secs(10), |v| v == 1.0).await;
         let m = mon.metrics().await;
         let took = metric(
             &m,
@@ -319,14 +304,8 @@ async fn progress_never_extends_a_call_past_max_request_timeout() {
         None,
         "progress kept resetting the request timeout"
     );
-    let start = Instant::now();
-    while server_field(&mon, "chatty", "sleep_cancelled").await != Some(1.0) {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "server never saw the cancellation"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let cancelled = r#"mcpmon_health_check_value{field="sleep_cancelled",server="chatty"}"#;
+    wait_metric(&mon, cancelled, Duration::from_secs(10), |v| v == 1.0).await;
     let (_, v) = mon.server("chatty").await;
     assert_eq!(v["sessions"], 1, "{v}");
     mon.stop().await;
@@ -397,8 +376,7 @@ async fn an_idle_silent_stdio_server_is_stuck_after_stuck_after_then_restarted()
         "an idle process is not busy: {seen:?}"
     );
     // Then rebuilt: a new process, a counted reconnect.
-    let start = Instant::now();
-    loop {
+    eventually("restarted", Duration::from_secs(10), async || {
         let m = mon.metrics().await;
         let stuck = metric(
             &m,
@@ -413,15 +391,14 @@ async fn an_idle_silent_stdio_server_is_stuck_after_stuck_after_then_restarted()
         let now = pids_with_marker(&mark);
         let (_, v) = mon.server("idler").await;
         let sessions = v["sessions"].as_u64().unwrap_or(0);
-        if stuck >= 1.0 && closes >= 1.0 && sessions >= 2 && !now.is_empty() && now != first {
-            break;
+        let restarted = stuck >= 1.0 && closes >= 1.0 && sessions >= 2;
+        if restarted && !now.is_empty() && now != first {
+            Ok(())
+        } else {
+            Err((stuck, closes, sessions, now))
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "not restarted: reconnects {stuck}, closes {closes}, sessions {sessions}, pids {now:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     mon.stop().await;
 }
 

@@ -282,8 +282,7 @@ fn service_runs_from_the_command_line_and_stops_on_sigterm() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         let http = crate::support::test_client();
-        let start = Instant::now();
-        loop {
+        eventually("the server healthy", Duration::from_secs(10), async || {
             let r = http
                 .get(format!("http://{addr}/health/servers/one"))
                 .send()
@@ -291,14 +290,11 @@ fn service_runs_from_the_command_line_and_stops_on_sigterm() {
             if let Ok(r) = r
                 && r.status() == 200
             {
-                break;
+                return Ok(());
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "server never healthy"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            Err("server never healthy")
+        })
+        .await;
         for path in ["/-/healthy", "/-/ready", "/metrics"] {
             let r = http
                 .get(format!("http://{addr}{path}"))
@@ -311,17 +307,12 @@ fn service_runs_from_the_command_line_and_stops_on_sigterm() {
     assert!(!pids_with_marker(&mark).is_empty());
 
     kill(&[child.id() as i32], libc::SIGTERM);
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "mcpmon did not exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let exited = eventually(
+        "mcpmon exiting after SIGTERM",
+        Duration::from_secs(15),
+        async || child.try_wait().expect("wait").ok_or("running"),
+    );
+    let status = rt.block_on(exited);
     assert!(status.success(), "exit status {status}");
     assert!(
         pids_with_marker(&mark).is_empty(),

@@ -323,7 +323,7 @@ async fn the_herd() {
 
     // Settled: every working server healthy, every failing one unhealthy.
     let start = Instant::now();
-    let settled = loop {
+    let settled = eventually("the fleet settled", Duration::from_secs(240), async || {
         let (_, fleet_json) = mon.get("/health/fleet").await;
         let v: Value = serde_json::from_str(&fleet_json).expect("json");
         let status = |id: &str| {
@@ -338,14 +338,11 @@ async fn the_herd() {
             None => status(m.id) == "unhealthy",
         });
         if done {
-            break v;
+            return Ok(v);
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(240),
-            "the fleet did not settle in 240 s: {v:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+        Err(format!("the fleet did not settle in 240 s: {v:#}"))
+    })
+    .await;
     eprintln!("settled in {:?}", start.elapsed());
     assert_eq!(settled["summary"]["total"], 34);
 
@@ -470,8 +467,7 @@ impl SseServers {
 
 /// Poll `/health/fleet` until every `(id, status, reason)` holds.
 async fn wait_fleet(mon: &Binary, want: &[(&str, &str, &str)], within: Duration) {
-    let start = Instant::now();
-    loop {
+    eventually(&format!("{want:?}"), within, async || {
         let (_, fleet_json) = mon.get("/health/fleet").await;
         let v: Value = serde_json::from_str(&fleet_json).expect("json");
         let read = |id: &str| {
@@ -485,14 +481,11 @@ async fn wait_fleet(mon: &Binary, want: &[(&str, &str, &str)], within: Duration)
             .iter()
             .all(|(id, status, reason)| read(id) == ((*status).to_owned(), (*reason).to_owned()))
         {
-            return;
+            return Ok(());
         }
-        assert!(
-            start.elapsed() < within,
-            "not {want:?} in {within:?}: {v:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+        Err(format!("not {want:?} in {within:?}: {v:#}"))
+    })
+    .await
 }
 
 /// The legacy HTTP+SSE transport under `transport: sse`: the four servers
@@ -549,20 +542,16 @@ async fn four_legacy_sse_servers_read_healthy_and_one_comes_back_after_a_restart
     );
 
     let tool = r#"server="everything-sse",tool="trigger-long-running-operation""#;
-    let start = Instant::now();
-    let metrics = loop {
+    let metrics = eventually("a tool call", Duration::from_secs(30), async || {
         let (_, m) = mon.get("/metrics").await;
         if m.contains(&format!(
             "mcpmon_tool_call_duration_seconds_count{{{tool}}} 1"
         )) {
-            break m;
+            return Ok(m);
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no tool call in 30 s:\n{m}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+        Err(format!("no tool call in 30 s:\n{m}"))
+    })
+    .await;
     assert!(
         !metrics.contains(&format!(
             "mcpmon_tool_call_cancellations_total{{reason=\"request_timeout\",{tool}}} 1"

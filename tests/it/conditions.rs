@@ -2,7 +2,7 @@
 //! time server (`mcp-server-time`): one on a real tool's result that holds
 //! and one that fails, and two on its tool list.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::*;
 
@@ -51,8 +51,7 @@ async fn conditions_on_a_real_tool_s_result_and_tool_list_hold_or_name_what_fail
     // The one whose conditions all hold is healthy, and stays so once its
     // tool probe has answered (the condition was evaluated, not skipped).
     mon.wait_status("holds", "healthy", SETTLE).await;
-    let start = Instant::now();
-    loop {
+    eventually("the tool probe answering twice", SETTLE, async || {
         let (_, m) = mon.get("/metrics").await;
         let calls = metric(
             &m,
@@ -61,14 +60,11 @@ async fn conditions_on_a_real_tool_s_result_and_tool_list_hold_or_name_what_fail
         if calls.is_some_and(|n| n >= 2.0) {
             assert!(!m.contains(r#"condition="tz-holds""#), "{m}");
             assert!(!m.contains(r#"condition="tools-holds""#), "{m}");
-            break;
+            return Ok(());
         }
-        assert!(
-            start.elapsed() < SETTLE,
-            "the tool probe never answered twice: {m}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        Err(format!("the tool probe never answered twice: {m}"))
+    })
+    .await;
     let (_, v) = mon.server("holds").await;
     assert_eq!(v["status"], "healthy", "{v}");
 

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::*;
 use serde_json::{Value, json};
@@ -516,19 +516,16 @@ async fn a_whole_shard_down_holds_back_that_shards_server_pages_in_a_live_alertm
         _dir: dir,
     };
     let client = test_client();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !client
-        .get(format!("{}/-/ready", am.url))
-        .send()
-        .await
-        .is_ok_and(|r| r.status().is_success())
-    {
-        assert!(
-            Instant::now() < deadline,
-            "alertmanager did not become ready"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let ready = format!("{}/-/ready", am.url);
+    eventually(
+        "alertmanager ready",
+        Duration::from_secs(30),
+        async || match client.get(&ready).send().await {
+            Ok(r) if r.status().is_success() => Ok(()),
+            other => Err(other.map(|r| r.status())),
+        },
+    )
+    .await;
     let alert = |name: &str, instance: &str, server: Option<&str>| {
         let mut labels = json!({"alertname": name, "job": "mcpmon", "instance": instance, "severity": "critical"});
         if let Some(s) = server {
@@ -551,27 +548,28 @@ async fn a_whole_shard_down_holds_back_that_shards_server_pages_in_a_live_alertm
         .expect("post");
     assert!(r.status().is_success(), "{}", r.status());
     // Inhibition is computed as alerts arrive; wait until all four are in.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let list = loop {
-        let list: Vec<Value> = client
-            .get(format!("{}/api/v2/alerts", am.url))
-            .send()
-            .await
-            .expect("get")
-            .json()
-            .await
-            .expect("json");
-        let settled = list.len() == 4
-            && list.iter().any(|a| {
-                !a["status"]["inhibitedBy"]
-                    .as_array()
-                    .is_none_or(|v| v.is_empty())
-            });
-        if settled || Instant::now() > deadline {
-            break list;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let list = eventually(
+        "four alerts, one inhibiting",
+        Duration::from_secs(30),
+        async || {
+            let list: Vec<Value> = client
+                .get(format!("{}/api/v2/alerts", am.url))
+                .send()
+                .await
+                .expect("get")
+                .json()
+                .await
+                .expect("json");
+            let settled = list.len() == 4
+                && list.iter().any(|a| {
+                    !a["status"]["inhibitedBy"]
+                        .as_array()
+                        .is_none_or(|v| v.is_empty())
+                });
+            if settled { Ok(list) } else { Err(list) }
+        },
+    )
+    .await;
     let inhibited = |server: &str| {
         list.iter()
             .find(|a| a["labels"]["server"] == server)

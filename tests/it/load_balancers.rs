@@ -5,7 +5,7 @@
 //! and the Kubernetes readiness probe are taken from docs/operations.md.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::*;
 
@@ -96,18 +96,18 @@ async fn answering(client: &reqwest::Client, url: &str) -> BTreeSet<String> {
 /// Wait (bounded) until exactly `want` answer.
 async fn until_answering(client: &reqwest::Client, url: &str, want: &[&str], what: &str) {
     let want: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
-    let start = Instant::now();
-    loop {
-        let seen = answering(client, url).await;
-        if seen == want {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(40),
-            "{what}: answering {seen:?}, want {want:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    eventually(
+        &format!("{what}: answering {want:?}"),
+        Duration::from_secs(40),
+        async || {
+            let seen = answering(client, url).await;
+            if seen == want {
+                return Ok(());
+            }
+            Err(format!("{what}: answering {seen:?}, want {want:?}"))
+        },
+    )
+    .await
 }
 
 async fn two_backends() -> (Spawned, Spawned, Binary, tempfile::TempDir) {
@@ -210,18 +210,18 @@ async fn haproxy_checks_each_server_through_mcpmon_and_fails_open() {
     // unchecked backend instead of stopping.
     mon.signal(libc::SIGTERM);
     assert!(mon.wait_exit(Duration::from_secs(15)).await.success());
-    let start = Instant::now();
-    while !haproxy_stat(&socket)
-        .await
-        .lines()
-        .any(|l| l.starts_with("mcp_search,search-1,") && l.contains(",DOWN,"))
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "checks never failed"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually("the checks failing", Duration::from_secs(20), async || {
+        if haproxy_stat(&socket)
+            .await
+            .lines()
+            .any(|l| l.starts_with("mcp_search,search-1,") && l.contains(",DOWN,"))
+        {
+            Ok(())
+        } else {
+            Err("not yet")
+        }
+    })
+    .await;
     assert_eq!(
         answering(&c, &url).await,
         BTreeSet::from(["demo-s1".to_owned()]),

@@ -2,25 +2,25 @@
 //! server reads `maintenance` with its verdict beside it, leaves the
 //! fleet's counts, exports its series, and comes back when it closes.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::support::*;
 
 async fn server_until(mon: &Binary, id: &str, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    loop {
-        let (_, v) = mon.server(id).await;
-        if ok(&v) {
-            return v;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "{id}: never {what}: {v}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        &format!("{id}: {what}"),
+        Duration::from_secs(30),
+        async || {
+            let (_, v) = mon.server(id).await;
+            if ok(&v) {
+                return Ok(v);
+            }
+            Err(format!("{id}: never {what}: {v}"))
+        },
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,14 +117,18 @@ async fn a_window_opens_and_closes_and_the_server_leaves_the_counts_meanwhile() 
         .unwrap_or(0.0)
     };
     let before = probes(&m);
-    let start_wait = Instant::now();
-    while probes(&mon.get("/metrics").await.1) <= before {
-        assert!(
-            start_wait.elapsed() < Duration::from_secs(10),
-            "no probe during the window"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        "a probe during the window",
+        Duration::from_secs(10),
+        async || {
+            if probes(&mon.get("/metrics").await.1) <= before {
+                Err("not yet")
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
 
     // After it: back to its verdict, and to the counts.
     let v = server_until(&mon, "billing", "out of maintenance", |v| {

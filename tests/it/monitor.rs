@@ -82,19 +82,15 @@ async fn healthy_and_degraded_servers_over_both_transports() {
     // Metrics carry the contract names and the health_check values. A
     // healthy verdict comes from the first ping; the first health check may
     // still be in flight, so wait for its answer.
-    let start = Instant::now();
-    let m = loop {
+    let m = eventually("a health_check answer from ok-stdio", within, async || {
         let m = mon.metrics().await;
         let uptime = r#"mcpmon_health_check_value{field="uptime_seconds",server="ok-stdio"}"#;
         if metric(&m, uptime).is_some() {
-            break m;
+            return Ok(m);
         }
-        assert!(
-            start.elapsed() < within,
-            "no health_check answer from ok-stdio:\n{m}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        Err(format!("no health_check answer from ok-stdio:\n{m}"))
+    })
+    .await;
     assert_eq!(
         metric(&m, r#"mcpmon_server_up{server="ok-http"}"#),
         Some(1.0)
@@ -264,58 +260,58 @@ async fn modern_era_servers_are_monitored_without_ping() {
         .await;
     assert_eq!(v["era"], "legacy", "{v}");
     // Let a few liveness rounds pass, then count what was sent.
-    let start = Instant::now();
-    loop {
-        let m = mon.metrics().await;
-        let discover = metric(
-            &m,
-            r#"mcpmon_probes_total{probe="discover",server="modern-http"}"#,
-        )
-        .unwrap_or(0.0);
-        if discover >= 3.0 {
-            for id in ["modern-stdio", "modern-http"] {
-                assert_eq!(
-                    metric(
-                        &m,
-                        &format!(r#"mcpmon_probes_total{{probe="ping",server="{id}"}}"#)
-                    )
-                    .unwrap_or(0.0),
-                    0.0,
-                    "{id} was pinged"
-                );
+    eventually(
+        "enough discover probes",
+        Duration::from_secs(10),
+        async || {
+            let m = mon.metrics().await;
+            let discover = metric(
+                &m,
+                r#"mcpmon_probes_total{probe="discover",server="modern-http"}"#,
+            )
+            .unwrap_or(0.0);
+            if discover >= 3.0 {
+                for id in ["modern-stdio", "modern-http"] {
+                    assert_eq!(
+                        metric(
+                            &m,
+                            &format!(r#"mcpmon_probes_total{{probe="ping",server="{id}"}}"#)
+                        )
+                        .unwrap_or(0.0),
+                        0.0,
+                        "{id} was pinged"
+                    );
+                    assert!(
+                        metric(
+                            &m,
+                            &format!(r#"mcpmon_probes_total{{probe="discover",server="{id}"}}"#)
+                        )
+                        .unwrap_or(0.0)
+                            >= 2.0
+                    );
+                }
                 assert!(
                     metric(
                         &m,
-                        &format!(r#"mcpmon_probes_total{{probe="discover",server="{id}"}}"#)
+                        r#"mcpmon_probes_total{probe="ping",server="legacy-stdio"}"#
                     )
                     .unwrap_or(0.0)
-                        >= 2.0
+                        >= 1.0
                 );
+                assert_eq!(
+                    metric(
+                        &m,
+                        r#"mcpmon_probes_total{probe="discover",server="legacy-stdio"}"#
+                    )
+                    .unwrap_or(0.0),
+                    0.0
+                );
+                return Ok(());
             }
-            assert!(
-                metric(
-                    &m,
-                    r#"mcpmon_probes_total{probe="ping",server="legacy-stdio"}"#
-                )
-                .unwrap_or(0.0)
-                    >= 1.0
-            );
-            assert_eq!(
-                metric(
-                    &m,
-                    r#"mcpmon_probes_total{probe="discover",server="legacy-stdio"}"#
-                )
-                .unwrap_or(0.0),
-                0.0
-            );
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "too few discover probes:\n{m}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+            Err(format!("too few discover probes:\n{m}"))
+        },
+    )
+    .await;
     mon.stop().await;
 }
 
@@ -374,21 +370,27 @@ async fn a_server_that_fails_to_start_is_unhealthy_and_retried_with_backoff() {
         .await;
     assert_eq!(v["reason"], "connect_failed", "{v}");
     assert!(v["detail"].as_str().unwrap_or("").contains("spawn"), "{v}");
-    // Retries happen, but spaced by backoff: within ~3 s at most a handful.
-    let start = Instant::now();
-    loop {
+    // Retries happen, but spaced by backoff (200 ms doubling, jitter only
+    // adding): the three after the next one wait at least 0.4 + 0.8 + 0.8 s
+    // between them, where a tight loop would take milliseconds.
+    let attempts = async || {
         let m = mon.metrics().await;
-        let n = metric(
-            &m,
-            r#"mcpmon_reconnects_total{reason="connect_failed",server="missing"}"#,
-        )
-        .unwrap_or(0.0);
-        if start.elapsed() >= Duration::from_secs(3) {
-            assert!((1.0..=8.0).contains(&n), "{n} reconnect attempts in 3s");
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        let series = r#"mcpmon_reconnects_total{reason="connect_failed",server="missing"}"#;
+        metric(&m, series).unwrap_or(0.0)
+    };
+    let until = async |n: f64| {
+        eventually("more attempts", Duration::from_secs(30), async || {
+            let now = attempts().await;
+            if now >= n { Ok(()) } else { Err(now) }
+        })
+        .await;
+    };
+    let first = attempts().await;
+    until(first + 1.0).await;
+    let start = Instant::now();
+    until(first + 4.0).await;
+    let took = start.elapsed();
+    assert!(took >= Duration::from_secs(1), "3 attempts in {took:?}");
     mon.stop().await;
 }
 

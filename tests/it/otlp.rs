@@ -28,8 +28,7 @@ fn fleet(search: &str) -> String {
 /// Each server's state as `/health/fleet` says, once none is unknown and
 /// (when given) they read `want`, in id order.
 async fn settled(mon: &Binary, want: Option<[&str; 3]>) -> Vec<(String, String)> {
-    let start = Instant::now();
-    loop {
+    eventually("the fleet settled", SLOW_START, async || {
         let (_, body) = mon.get("/health/fleet").await;
         let v: Value = serde_json::from_str(&body).expect("json");
         let mut states: Vec<(String, String)> = v["servers"]
@@ -44,11 +43,11 @@ async fn settled(mon: &Binary, want: Option<[&str; 3]>) -> Vec<(String, String)>
         states.sort();
         let as_wanted = want.is_none_or(|w| states.iter().map(|(_, s)| s.as_str()).eq(w));
         if states.len() == 3 && states.iter().all(|(_, s)| s != "unknown") && as_wanted {
-            return states;
+            return Ok(states);
         }
-        assert!(start.elapsed() < SLOW_START, "not settled: {body}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        Err(format!("not settled: {body}"))
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,8 +76,7 @@ async fn metrics_reach_a_real_prometheus_per_server_and_method_and_agree_with_he
         ("search", "server/discover"),
         ("search", "tools/call"),
     ];
-    let start = Instant::now();
-    let series = loop {
+    let series = eventually("every operation in Prometheus", SLOW_START, async || {
         let got = prom
             .query("mcp_client_operation_duration_seconds_count")
             .await;
@@ -88,11 +86,11 @@ async fn metrics_reach_a_real_prometheus_per_server_and_method_and_agree_with_he
             })
         };
         if want.iter().all(have) {
-            break got;
+            return Ok(got);
         }
-        assert!(start.elapsed() < SLOW_START, "missing operations: {got:?}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+        Err(format!("missing operations: {got:?}"))
+    })
+    .await;
     for s in &series {
         let m = &s["metric"];
         let id = m["mcpmon_server_id"].as_str().expect("id");
@@ -110,27 +108,27 @@ async fn metrics_reach_a_real_prometheus_per_server_and_method_and_agree_with_he
     }
 
     // The judgment matches /health/fleet for every server.
-    let start = Instant::now();
-    loop {
-        let now = settled(&mon, None).await;
-        let got = prom.query("mcpmon_server_state == 1").await;
-        let mut pushed: Vec<(String, String)> = got
-            .iter()
-            .map(|s| {
-                let l = |k: &str| s["metric"][k].as_str().unwrap_or_default().to_owned();
-                (l("mcpmon_server_id"), l("mcpmon_state"))
-            })
-            .collect();
-        pushed.sort();
-        if pushed == now {
-            break;
-        }
-        assert!(
-            start.elapsed() < SLOW_START,
-            "pushed {pushed:?}, /health/fleet {now:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    eventually(
+        "Prometheus agreeing with /health/fleet",
+        SLOW_START,
+        async || {
+            let now = settled(&mon, None).await;
+            let got = prom.query("mcpmon_server_state == 1").await;
+            let mut pushed: Vec<(String, String)> = got
+                .iter()
+                .map(|s| {
+                    let l = |k: &str| s["metric"][k].as_str().unwrap_or_default().to_owned();
+                    (l("mcpmon_server_id"), l("mcpmon_state"))
+                })
+                .collect();
+            pushed.sort();
+            if pushed == now {
+                return Ok(());
+            }
+            Err(format!("pushed {pushed:?}, /health/fleet {now:?}"))
+        },
+    )
+    .await;
     let up = prom.query("mcpmon_server_up").await;
     assert_eq!(up.len(), 3, "{up:?}");
     let labelled = prom
@@ -224,32 +222,34 @@ async fn a_probe_span_has_the_trace_and_span_id_the_server_received() {
         "1",
     ];
     let mon = Binary::start(&cfg, &args).await;
-    let start = Instant::now();
-    let (received, span) = loop {
-        let lines: Vec<String> = std::fs::read_to_string(&traces)
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect();
-        let spans = sink.spans.lock().expect("spans").clone();
-        let found = lines.iter().find_map(|tp| {
-            let parts: Vec<&str> = tp.split('-').collect();
-            let (trace, span) = (*parts.get(1)?, *parts.get(2)?);
-            let s = spans
-                .iter()
-                .find(|s| hex(&s.trace_id) == trace && hex(&s.span_id) == span)?;
-            Some((tp.clone(), s.clone()))
-        });
-        if let Some(f) = found {
-            break f;
-        }
-        assert!(
-            start.elapsed() < SLOW_START,
-            "no exported span matches a received traceparent: {lines:?}, {} spans",
-            spans.len()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let (received, span) = eventually(
+        "an exported span matching a received traceparent",
+        SLOW_START,
+        async || {
+            let lines: Vec<String> = std::fs::read_to_string(&traces)
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            let spans = sink.spans.lock().expect("spans").clone();
+            let found = lines.iter().find_map(|tp| {
+                let parts: Vec<&str> = tp.split('-').collect();
+                let (trace, span) = (*parts.get(1)?, *parts.get(2)?);
+                let s = spans
+                    .iter()
+                    .find(|s| hex(&s.trace_id) == trace && hex(&s.span_id) == span)?;
+                Some((tp.clone(), s.clone()))
+            });
+            if let Some(f) = found {
+                return Ok(f);
+            }
+            Err(format!(
+                "no exported span matches a received traceparent: {lines:?}, {} spans",
+                spans.len()
+            ))
+        },
+    )
+    .await;
     assert!(received.ends_with("-01"), "sampled: {received}");
     assert_eq!(span.name, "tools/call health_check");
     assert_eq!(
@@ -349,32 +349,32 @@ async fn a_receiver_that_is_down_or_stalls_costs_bounded_memory_and_no_probe_del
         let rss_before = rss_kib(mon.pid());
         let window = Instant::now();
         // Long enough for several timed-out exports and a full span queue.
-        let start = Instant::now();
-        loop {
-            let (_, m) = mon.get("/metrics").await;
-            let failed = metric(
-                &m,
-                r#"mcpmon_otlp_exports_total{result="failed",signal="metrics"}"#,
-            )
-            .unwrap_or(0.0);
-            let dropped: f64 = ["queue_full", "export_failed"]
-                .iter()
-                .filter_map(|r| {
-                    metric(
-                        &m,
-                        &format!(r#"mcpmon_otlp_spans_dropped_total{{reason="{r}"}}"#),
-                    )
-                })
-                .sum();
-            if failed >= 3.0 && dropped >= 1.0 && window.elapsed() >= Duration::from_secs(4) {
-                break;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(40),
-                "{what}: exports never failed and counted: {m}"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        eventually(
+            &format!("{what}: exports failed and counted"),
+            Duration::from_secs(40),
+            async || {
+                let (_, m) = mon.get("/metrics").await;
+                let failed = metric(
+                    &m,
+                    r#"mcpmon_otlp_exports_total{result="failed",signal="metrics"}"#,
+                )
+                .unwrap_or(0.0);
+                let dropped: f64 = ["queue_full", "export_failed"]
+                    .iter()
+                    .filter_map(|r| {
+                        metric(
+                            &m,
+                            &format!(r#"mcpmon_otlp_spans_dropped_total{{reason="{r}"}}"#),
+                        )
+                    })
+                    .sum();
+                if failed >= 3.0 && dropped >= 1.0 && window.elapsed() >= Duration::from_secs(4) {
+                    return Ok(());
+                }
+                Err(format!("{what}: exports never failed and counted: {m}"))
+            },
+        )
+        .await;
         let (_, after) = mon.get("/metrics").await;
         let elapsed = window.elapsed();
         // Every server keeps its liveness schedule (400 ms) while exports
@@ -500,8 +500,7 @@ async fn both_signals_arrive_over_grpc() {
         "1",
     ];
     let mon = Binary::start(&cfg, &args).await;
-    let start = Instant::now();
-    loop {
+    eventually("metrics and spans over gRPC", SLOW_START, async || {
         let metrics = sink.metrics.lock().expect("metrics").clone();
         let spans = sink.spans.lock().expect("spans").clone();
         let pushed = [
@@ -512,13 +511,10 @@ async fn both_signals_arrive_over_grpc() {
         .iter()
         .all(|n| metrics.iter().any(|m| m == n));
         if pushed && spans.iter().any(|s| s == "tools/call health_check") {
-            break;
+            return Ok(());
         }
-        assert!(
-            start.elapsed() < SLOW_START,
-            "over gRPC: metrics {metrics:?}, spans {spans:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        Err(format!("over gRPC: metrics {metrics:?}, spans {spans:?}"))
+    })
+    .await;
     drop(mon);
 }

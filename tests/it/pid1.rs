@@ -4,7 +4,7 @@
 //! zombie is left in the namespace; SIGTERM still stops mcpmon cleanly.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::*;
 
@@ -112,34 +112,36 @@ async fn as_pid_1_mcpmon_reaps_the_orphans_of_killed_wrappers() {
         assert_eq!(wrappers.len(), 1, "round {round}: {wrappers:?}");
         kill(&wrappers, libc::SIGKILL);
         // A new session, on a new wrapper.
-        let start = Instant::now();
-        loop {
-            let v = mon.server("wrapped").await.1;
-            if v["status"] == "healthy" && v["sessions"].as_u64().unwrap_or(0) > before {
-                break;
-            }
-            assert!(
-                start.elapsed() < SLACK,
-                "round {round}: no new session: {v}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually(
+            &format!("round {round}: a new session"),
+            SLACK,
+            async || {
+                let v = mon.server("wrapped").await.1;
+                if v["status"] == "healthy" && v["sessions"].as_u64().unwrap_or(0) > before {
+                    return Ok(());
+                }
+                Err(format!("round {round}: no new session: {v}"))
+            },
+        )
+        .await
     }
 
     // The orphans died (their group was killed with the wrapper) and were
     // reaped: no zombie stays. One may be caught between exit and reap.
-    let start = Instant::now();
-    loop {
-        let z = zombies_under(unshare);
-        if z.is_empty() {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "zombies left in the namespace after {KILLS} killed wrappers: {z:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        "no zombie left in the namespace",
+        Duration::from_secs(10),
+        async || {
+            let z = zombies_under(unshare);
+            if z.is_empty() {
+                return Ok(());
+            }
+            Err(format!(
+                "zombies left in the namespace after {KILLS} killed wrappers: {z:?}"
+            ))
+        },
+    )
+    .await;
 
     // SIGTERM to the namespace's PID 1 (what a container runtime signals)
     // reaches mcpmon, which stops cleanly; unshare exits with its status.

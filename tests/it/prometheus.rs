@@ -301,14 +301,18 @@ servers:
     let prom = Prometheus::start(&[&mon.addr.to_string()]).await;
 
     // Data flows: every server's series scraped.
-    let start = Instant::now();
-    while prom.query("mcpmon_server_up").await.len() < 4 {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no data from mcpmon"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        "every server's series scraped",
+        Duration::from_secs(30),
+        async || {
+            if prom.query("mcpmon_server_up").await.len() < 4 {
+                Err("not yet")
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
 
     // Every panel query returns data (rates need a few scrapes, so retry
     // each one for a bounded time).
@@ -317,13 +321,16 @@ servers:
     assert!(queries.len() >= 30, "{}", queries.len());
     let deadline = Instant::now() + Duration::from_secs(60);
     for (panel, expr) in &queries {
-        loop {
-            if !prom.query(expr).await.is_empty() {
-                break;
+        let what = format!("{panel}: data for {expr}");
+        let left = deadline.saturating_duration_since(Instant::now());
+        eventually(&what, left, async || {
+            if prom.query(expr).await.is_empty() {
+                Err("none")
+            } else {
+                Ok(())
             }
-            assert!(Instant::now() < deadline, "{panel}: no data for {expr}");
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        })
+        .await;
     }
     // The opt-in panels' queries are valid PromQL (empty at this exposition).
     let opt_in = opt_in_queries("mcpmon-server.json", "reports");
@@ -369,59 +376,59 @@ servers:
     }
 
     // Every alerting and recording rule evaluates without error.
-    let start = Instant::now();
-    loop {
-        let groups = prom.api("/api/v1/rules", &[]).await["groups"].clone();
-        let rules: Vec<Value> = groups
-            .as_array()
-            .expect("groups")
-            .iter()
-            .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
-            .collect();
-        assert!(rules.len() >= 15, "{} rules loaded", rules.len());
-        for r in &rules {
-            assert_eq!(
-                r["lastError"].as_str().unwrap_or(""),
-                "",
-                "{}: {}",
-                r["name"],
-                r["lastError"]
-            );
-        }
-        if rules.iter().all(|r| r["health"] == "ok") {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "rules not all evaluated ok: {rules:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    eventually(
+        "every rule evaluated ok",
+        Duration::from_secs(20),
+        async || {
+            let groups = prom.api("/api/v1/rules", &[]).await["groups"].clone();
+            let rules: Vec<Value> = groups
+                .as_array()
+                .expect("groups")
+                .iter()
+                .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+                .collect();
+            assert!(rules.len() >= 15, "{} rules loaded", rules.len());
+            for r in &rules {
+                assert_eq!(
+                    r["lastError"].as_str().unwrap_or(""),
+                    "",
+                    "{}: {}",
+                    r["name"],
+                    r["lastError"]
+                );
+            }
+            if rules.iter().all(|r| r["health"] == "ok") {
+                return Ok(());
+            }
+            Err(format!("rules not all evaluated ok: {rules:?}"))
+        },
+    )
+    .await;
 
     // McpServerUnhealthy fires (after its 1m `for`) for search and no other.
-    let start = Instant::now();
-    let firing = loop {
-        let alerts = prom.api("/api/v1/alerts", &[]).await["alerts"].clone();
-        let unhealthy: Vec<&Value> = alerts
-            .as_array()
-            .expect("alerts")
-            .iter()
-            .filter(|a| a["labels"]["alertname"] == "McpServerUnhealthy")
-            .collect();
-        let firing: BTreeSet<String> = unhealthy
-            .iter()
-            .filter(|a| a["state"] == "firing")
-            .filter_map(|a| a["labels"]["server"].as_str().map(str::to_owned))
-            .collect();
-        if !firing.is_empty() {
-            break firing;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(100),
-            "McpServerUnhealthy never fired: {unhealthy:?}"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    };
+    let firing = eventually(
+        "McpServerUnhealthy firing",
+        Duration::from_secs(100),
+        async || {
+            let alerts = prom.api("/api/v1/alerts", &[]).await["alerts"].clone();
+            let unhealthy: Vec<&Value> = alerts
+                .as_array()
+                .expect("alerts")
+                .iter()
+                .filter(|a| a["labels"]["alertname"] == "McpServerUnhealthy")
+                .collect();
+            let firing: BTreeSet<String> = unhealthy
+                .iter()
+                .filter(|a| a["state"] == "firing")
+                .filter_map(|a| a["labels"]["server"].as_str().map(str::to_owned))
+                .collect();
+            if !firing.is_empty() {
+                return Ok(firing);
+            }
+            Err(format!("McpServerUnhealthy never fired: {unhealthy:?}"))
+        },
+    )
+    .await;
     assert_eq!(firing, BTreeSet::from(["search".to_owned()]));
     let alerts = prom.api("/api/v1/alerts", &[]).await["alerts"].clone();
     let desc = alerts

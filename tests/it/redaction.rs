@@ -6,7 +6,7 @@
 //! messages, or `check-config`.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::*;
 
@@ -185,14 +185,18 @@ async fn one_server_s_literal_env_values_never_change_another_server_s_text() {
         .await;
     let detail = remote["detail"].as_str().unwrap_or("");
     assert!(detail.contains("127.0.0.1"), "censored: {detail}");
-    let start = Instant::now();
-    while !mon.log_text().contains("in plain words") {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the talker's stderr was never logged"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        "the talker's stderr logged",
+        Duration::from_secs(10),
+        async || {
+            if mon.log_text().contains("in plain words") {
+                Ok(())
+            } else {
+                Err("not yet")
+            }
+        },
+    )
+    .await;
     let logs = mon.log_text();
     assert!(
         logs.contains("ERROR listening on 127.0.0.1 in plain words"),

@@ -95,14 +95,14 @@ async fn reload_applies_a_diff_and_a_bad_reload_changes_nothing() {
     mon.signal(libc::SIGHUP);
     mon.wait_status("add", "healthy", Duration::from_secs(10))
         .await;
-    let start = Instant::now();
-    while mon.server("drop").await.0 != 404 {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "drop still listed"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    eventually("drop unlisted", Duration::from_secs(10), async || {
+        if mon.server("drop").await.0 != 404 {
+            Err("not yet")
+        } else {
+            Ok(())
+        }
+    })
+    .await;
     assert!(
         pids_with_marker(&mb).is_empty(),
         "removed server's process stopped"
@@ -213,19 +213,19 @@ async fn sigkill_of_mcpmon_leaves_no_stdio_child() {
     mon.wait_exit(Duration::from_secs(5)).await;
     // The direct child dies with mcpmon (parent-death signal); what it
     // started sees its stdin close and exits.
-    let start = Instant::now();
-    loop {
-        let left: Vec<i32> = pids_with_marker(&m1)
-            .into_iter()
-            .chain(pids_with_marker(&m2))
-            .collect();
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "children survived mcpmon: {left:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    eventually(
+        "no child outliving mcpmon",
+        Duration::from_secs(5),
+        async || {
+            let left: Vec<i32> = pids_with_marker(&m1)
+                .into_iter()
+                .chain(pids_with_marker(&m2))
+                .collect();
+            if left.is_empty() {
+                return Ok(());
+            }
+            Err(format!("children survived mcpmon: {left:?}"))
+        },
+    )
+    .await
 }

@@ -257,6 +257,29 @@ fn blocking_sleeps(code: &str) -> Vec<usize> {
         .collect()
 }
 
+/// Every wait of the integration tests goes through `support/poll.rs`:
+/// polled until what it waits for happens, or checked across a stretch of
+/// time, never a bare sleep standing in for an event.
+#[test]
+fn every_wait_goes_through_the_poll_helpers() {
+    let found: Vec<String> = every_file_with_tests()
+        .into_iter()
+        .filter(|(path, _)| path.starts_with(crate::support::repo().join("tests/it")))
+        .filter(|(path, _)| !path.ends_with("support/poll.rs") && !path.ends_with("shape.rs"))
+        .flat_map(|(path, code)| {
+            (code.lines().enumerate())
+                .filter(|(_, l)| l.contains("time::sleep(") || l.contains("thread::sleep("))
+                .map(|(n, _)| format!("{}:{}", path.display(), n + 1))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "sleeps outside the poll helpers:\n{}",
+        found.join("\n")
+    );
+}
+
 /// A blocking sleep in an async test stalls the runtime it shares with
 /// mcpmon in-process: waits go through `support::eventually`.
 #[test]

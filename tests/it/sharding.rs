@@ -79,17 +79,16 @@ fn expected(ids: &BTreeSet<String>) -> Vec<BTreeSet<String>> {
 async fn wait_placement(replicas: &[Binary], ids: &BTreeSet<String>, within: Duration) -> Duration {
     let want = expected(ids);
     let start = Instant::now();
-    loop {
+    eventually("the placement reached", within, async || {
         let got = placement(replicas).await;
         if got == want {
-            return start.elapsed();
+            return Ok(start.elapsed());
         }
-        assert!(
-            start.elapsed() < within,
+        Err(format!(
             "placement not reached within {within:?}:\n got {got:?}\nwant {want:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        ))
+    })
+    .await
 }
 
 /// Each server's session: when it started and how many it has had.
@@ -297,8 +296,7 @@ async fn three_replicas_split_a_discovered_fleet_by_hashmod_and_prometheus_adds_
     let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
     let prom = Prometheus::start(&targets).await;
     let truth_total = ids.len() as f64;
-    let start = Instant::now();
-    loop {
+    eventually("Prometheus agreeing with the shards", SLACK * 2, async || {
         let total = prom.query("job:mcpmon_servers:count").await;
         let healthy = prom
             .query(r#"job_state:mcpmon_servers:count{state="healthy"}"#)
@@ -321,13 +319,10 @@ async fn three_replicas_split_a_discovered_fleet_by_hashmod_and_prometheus_adds_
             && truth_healthy == truth_total
             && value(&shards) == Some(SHARDS as f64)
         {
-            break;
+            return Ok(());
         }
-        assert!(
-            start.elapsed() < SLACK * 2,
-            "Prometheus: total {total:?} healthy {healthy:?} shards {shards:?}; truth {truth_total} / {truth_healthy}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        Err(format!("Prometheus: total {total:?} healthy {healthy:?} shards {shards:?}; truth {truth_total} / {truth_healthy}"))
+    })
+    .await;
     assert!(!pwned.exists());
 }

@@ -7,7 +7,7 @@
 //! fails it and reads degraded; what it refuses fails under the kind's own
 //! reason, named in the detail, and the session stays.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::*;
 
@@ -26,18 +26,18 @@ fn resource(uri: &str, condition: &str) -> String {
 /// The series once server `id` has sent at least `n` probes of `kind`.
 async fn sent(mon: &Monitor, kind: &str, id: &str, n: f64) -> String {
     let sent = format!(r#"mcpmon_probes_total{{probe="{kind}",server="{id}"}}"#);
-    let start = Instant::now();
-    loop {
-        let m = mon.metrics().await;
-        if metric(&m, &sent).is_some_and(|v| v >= n) {
-            return m;
-        }
-        assert!(
-            start.elapsed() < SLOW_START,
-            "{id}: no {n} {kind} probes: {m}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        &format!("{id}: {n} {kind} probes"),
+        SLOW_START,
+        async || {
+            let m = mon.metrics().await;
+            if metric(&m, &sent).is_some_and(|v| v >= n) {
+                return Ok(m);
+            }
+            Err(format!("{id}: no {n} {kind} probes: {m}"))
+        },
+    )
+    .await
 }
 
 /// The failures of server `id`'s probes of `kind` that are not zero.
@@ -53,18 +53,18 @@ fn failures(m: &str, kind: &str, id: &str) -> Vec<String> {
 
 /// Server `id`'s status once it is judged anything but healthy.
 async fn judged(mon: &Monitor, id: &str) -> serde_json::Value {
-    let start = Instant::now();
-    loop {
-        let (_, v) = mon.server(id).await;
-        if v["status"] != "healthy" && v["status"] != "unknown" {
-            return v;
-        }
-        assert!(
-            start.elapsed() < SLOW_START,
-            "{id}: a failing probe never showed: {v}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        &format!("{id}: a failing probe showing"),
+        SLOW_START,
+        async || {
+            let (_, v) = mon.server(id).await;
+            if v["status"] != "healthy" && v["status"] != "unknown" {
+                return Ok(v);
+            }
+            Err(format!("{id}: a failing probe never showed: {v}"))
+        },
+    )
+    .await
 }
 
 /// The Python SDK's server of `tests/python/server.py`, over Streamable

@@ -59,19 +59,21 @@ async fn a_task_probe_reads_busy_while_the_task_works_and_healthy_after_with_one
 async fn follow(mon: &Binary, id: &str, start: Instant) {
     // Busy: the task works, its lastUpdatedAt advancing, while the server
     // reads healthy.
-    let busy = loop {
+    let within = SETTLE.saturating_sub(start.elapsed());
+    let busy = eventually("a busy task", within, async || {
         let (_, v) = mon.server(id).await;
         let task = &v["tasks"][0];
-        if task["busy"] == true && v["status"] == "healthy" {
-            break v;
-        }
         assert!(
-            task["status"] != "completed",
+            task["status"] != "completed" || task["busy"] == true,
             "the task ended before a poll saw it busy: {v}"
         );
-        assert!(start.elapsed() < SETTLE, "no busy task seen: {v}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        if task["busy"] == true && v["status"] == "healthy" {
+            Ok(v)
+        } else {
+            Err(v)
+        }
+    })
+    .await;
     let task = &busy["tasks"][0];
     assert_eq!(busy["status"], "healthy", "{busy}");
     assert_eq!(task["tool"], TOOL, "{busy}");
@@ -89,16 +91,17 @@ async fn follow(mon: &Binary, id: &str, start: Instant) {
     // server is healthy, nothing was called twice, no session rebuilt.
     let tool = |family: &str| format!(r#"{family}{{server="{id}",tool="{TOOL}"}}"#);
     let calls = tool("mcpmon_tool_call_duration_seconds_count");
-    let (done, m) = loop {
+    let within = SETTLE.saturating_sub(start.elapsed());
+    let (done, m) = eventually("the task completed", within, async || {
         let (_, v) = mon.server(id).await;
         let (_, m) = mon.get("/metrics").await;
         if v["tasks"][0]["status"] == "completed" && metric(&m, &calls).is_some() {
-            break (v, m);
+            return Ok((v, m));
         }
         assert_eq!(v["status"], "healthy", "healthy while the task works: {v}");
-        assert!(start.elapsed() < SETTLE, "the task never completed: {v}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        Err(v)
+    })
+    .await;
     let took = start.elapsed();
     assert_eq!(done["status"], "healthy", "{done}");
     assert_eq!(done["tasks"][0]["busy"], false, "{done}");
@@ -192,15 +195,14 @@ async fn a_2026_task_is_polled_with_its_id_in_mcp_name_and_one_that_stops_advanc
     // Done once the probe ended: its call is recorded (after the poll
     // that saw `completed`), its condition evaluated.
     let calls = r#"mcpmon_tool_call_duration_seconds_count{server="works",tool="research"}"#;
-    let (done, m) = loop {
+    let within = SETTLE.saturating_sub(start.elapsed());
+    let (done, m) = eventually("the task completed", within, async || {
         let (_, v) = mon.server("works").await;
         let (_, m) = mon.get("/metrics").await;
-        if v["tasks"][0]["status"] == "completed" && metric(&m, calls).is_some() {
-            break (v, m);
-        }
-        assert!(start.elapsed() < SETTLE, "the task never completed: {v}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        let completed = v["tasks"][0]["status"] == "completed" && metric(&m, calls).is_some();
+        if completed { Ok((v, m)) } else { Err(v) }
+    })
+    .await;
     assert_eq!(done["status"], "healthy", "{done}");
     assert_eq!(done["era"], "modern", "{done}");
     let lines = logged(&works);

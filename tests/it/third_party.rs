@@ -130,18 +130,16 @@ async fn python_sdk_servers_in_both_eras_over_stdio() {
     }
     // The SDK's health_check tool is read (structured or JSON text).
     for id in ["py-legacy", "py-modern"] {
-        let start = std::time::Instant::now();
-        loop {
+        let what = format!("{id}'s health_check read");
+        eventually(&what, Duration::from_secs(10), async || {
             let (_, v) = mon.server(id).await;
             if v["health_check"]["status"] == "healthy" {
-                break;
+                Ok(())
+            } else {
+                Err(v)
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "{id}: no health_check read: {v}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await;
     }
     let m = mon.metrics().await;
     assert_eq!(
@@ -571,14 +569,17 @@ async fn a_throttling_server_is_degraded_never_unhealthy_and_left_alone_as_asked
     mon.wait_status("throttled", "healthy", SLOW_START).await;
 
     std::fs::write(&throttle, "5").expect("write");
-    let start = std::time::Instant::now();
     let mut seen = false;
-    while start.elapsed() < Duration::from_secs(10) {
-        let (_, v) = mon.server("throttled").await;
-        assert_ne!(v["status"], "unhealthy", "a throttle is not an outage: {v}");
-        seen |= v["status"] == "degraded" && v["reason"] == "throttled";
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    throughout(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        async || {
+            let (_, v) = mon.server("throttled").await;
+            assert_ne!(v["status"], "unhealthy", "a throttle is not an outage: {v}");
+            seen |= v["status"] == "degraded" && v["reason"] == "throttled";
+        },
+    )
+    .await;
     std::fs::remove_file(&throttle).expect("remove");
     assert!(seen, "never degraded/throttled");
     // 10 s at one burst per 5 s: the first refusal (a ping, and the health
@@ -665,13 +666,19 @@ async fn oauth2_client_credentials_keep_a_server_healthy_across_token_expiries()
         .expect("expiry exported")
     };
     let first = expiry().await;
-    // Four token lifetimes: never a bad reading.
-    let start = std::time::Instant::now();
-    while start.elapsed() < Duration::from_secs(12) {
-        let (_, v) = mon.server("oauth").await;
-        assert_eq!(v["status"], "healthy", "a token lapsed: {v}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Until the tokens fetched reach four lifetimes (12 s) past the
+    // first: never a bad reading.
+    eventually(
+        "tokens for four lifetimes",
+        Duration::from_secs(30),
+        async || {
+            let (_, v) = mon.server("oauth").await;
+            assert_eq!(v["status"], "healthy", "a token lapsed: {v}");
+            let moved = expiry().await - first;
+            if moved >= 12.0 { Ok(()) } else { Err(moved) }
+        },
+    )
+    .await;
     let last = expiry().await;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -722,18 +729,15 @@ async fn tool_surface_changes_are_seen_named_and_counted() {
             })
         })
     };
-    let start = std::time::Instant::now();
-    let v = loop {
+    let v = eventually("tools_changed for grown", SLOW_START, async || {
         let (_, v) = mon.server("tools").await;
         if changed(&v, "added: grown") {
-            break v;
+            Ok(v)
+        } else {
+            Err(v)
         }
-        assert!(
-            start.elapsed() < SLOW_START,
-            "no tools_changed for grown: {v}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    })
+    .await;
     assert_eq!(v["status"], "degraded", "{v}");
     assert_eq!(v["reason"], "tools_missing", "{v}");
     assert_eq!(v["tools_missing"], serde_json::json!(["summarize"]), "{v}");
@@ -753,19 +757,13 @@ async fn tool_surface_changes_are_seen_named_and_counted() {
     std::fs::write(&extra, "summarize\n").expect("write");
     let pids = wait_pids(&mark, Duration::from_secs(5)).await;
     kill(&pids, libc::SIGKILL);
-    let start = std::time::Instant::now();
-    loop {
+    let v = eventually("the redeploy seen", SLOW_START + BACKOFF_MAX, async || {
         let (_, v) = mon.server("tools").await;
-        if changed(&v, "added: summarize") && v["status"] == "healthy" {
-            assert!(v.get("tools_missing").is_none(), "{v}");
-            break;
-        }
-        assert!(
-            start.elapsed() < SLOW_START + BACKOFF_MAX,
-            "redeploy not seen: {v}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        let seen = changed(&v, "added: summarize") && v["status"] == "healthy";
+        if seen { Ok(v) } else { Err(v) }
+    })
+    .await;
+    assert!(v.get("tools_missing").is_none(), "{v}");
     let m = mon.metrics().await;
     assert!(
         metric(&m, r#"mcpmon_server_tools_changes_total{server="tools"}"#)
@@ -797,22 +795,20 @@ async fn health_checks_carry_a_w3c_traceparent_the_server_can_read() {
         );
         let _ = std::fs::remove_file(&traces);
         let mon = Monitor::start(&yaml).await;
-        let start = std::time::Instant::now();
-        let lines = loop {
+        let what = format!("{era}: health_check called twice");
+        let lines = eventually(&what, SLOW_START, async || {
             let lines: Vec<String> = std::fs::read_to_string(&traces)
                 .unwrap_or_default()
                 .lines()
                 .map(str::to_owned)
                 .collect();
             if lines.len() >= 2 {
-                break lines;
+                Ok(lines)
+            } else {
+                Err(lines)
             }
-            assert!(
-                start.elapsed() < SLOW_START,
-                "{era}: health_check not called"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        })
+        .await;
         mon.stop().await;
         for tp in &lines {
             let parts: Vec<&str> = tp.split('-').collect();

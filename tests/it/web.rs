@@ -68,14 +68,15 @@ async fn tls_and_basic_auth_from_a_web_config_file() {
         .await;
     assert!(plain.is_err() || plain.is_ok_and(|r| r.status() != 200));
     // A refused handshake is told in the log, with rustls's reason.
-    let start = Instant::now();
-    while !mon.log_text().contains("TLS handshake refused") {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "a refused TLS client was not logged"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    eventually(
+        "a refused TLS client logged",
+        Duration::from_secs(10),
+        async || {
+            let logged = mon.log_text().contains("TLS handshake refused");
+            if logged { Ok(()) } else { Err("not yet") }
+        },
+    )
+    .await;
     mon.signal(libc::SIGTERM);
     assert!(mon.wait_exit(Duration::from_secs(15)).await.success());
 }
@@ -275,11 +276,14 @@ async fn basic_auth_tells_no_user_names_and_a_password_flood_harms_nothing() {
             .expect("request");
         r.json::<serde_json::Value>().await.expect("json")
     };
-    let start = Instant::now();
-    while status().await["status"] != "healthy" {
-        assert!(start.elapsed() < SLACK, "never healthy");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("healthy", SLACK, async || {
+        if status().await["status"] != "healthy" {
+            Err("not yet")
+        } else {
+            Ok(())
+        }
+    })
+    .await;
     let flood: Vec<_> = (0..100)
         .map(|_| get("/metrics", "prometheus", "wrong"))
         .collect();
@@ -358,17 +362,15 @@ async fn mtls_from_an_exporter_toolkit_web_config_and_certificates_rotate_live()
     std::fs::rename(&next_key, dir.path().join("key.pem")).expect("rename key");
     std::fs::rename(&next_cert, dir.path().join("cert.pem")).expect("rename cert");
     let rotated = client(&next, true);
-    let start = Instant::now();
-    loop {
-        if rotated.get(&url).send().await.is_ok() {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the rotated certificate was never served"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        "the rotated certificate served",
+        Duration::from_secs(30),
+        async || match rotated.get(&url).send().await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        },
+    )
+    .await;
     assert!(
         client(&first, true).get(&url).send().await.is_err(),
         "the old certificate is still served"
@@ -378,20 +380,18 @@ async fn mtls_from_an_exporter_toolkit_web_config_and_certificates_rotate_live()
     // as on a file change.
     std::fs::write(&web, "tls_server_config:\n  cert_file: missing.pem\n").expect("write");
     mon.signal(libc::SIGHUP);
-    let start = Instant::now();
-    while !mon
-        .logs
-        .lock()
-        .expect("logs")
-        .iter()
-        .any(|l| l.contains("web config reload rejected"))
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the bad web config was not reported"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        "the bad web config reported",
+        Duration::from_secs(30),
+        async || {
+            let logs = mon.logs.lock().expect("logs");
+            let told = logs
+                .iter()
+                .any(|l| l.contains("web config reload rejected"));
+            if told { Ok(()) } else { Err("not yet") }
+        },
+    )
+    .await;
     let r = rotated.get(&url).send().await.expect("still served");
     assert_eq!(r.status(), 200);
     mon.signal(libc::SIGTERM);
@@ -486,21 +486,22 @@ async fn clients_that_never_read_cannot_take_every_connection() {
         .build()
         .expect("client");
     let start = Instant::now();
-    loop {
-        let r = same_address
-            .get(format!("http://{}/-/healthy", mon.addr))
-            .send()
-            .await;
-        if r.is_ok_and(|r| r.status() == 200) {
-            eprintln!("stalled writers cut off after {:?}", start.elapsed());
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "stalled writers were never cut off"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    eventually(
+        "stalled writers cut off",
+        Duration::from_secs(60),
+        async || {
+            let r = same_address
+                .get(format!("http://{}/-/healthy", mon.addr))
+                .send()
+                .await;
+            if r.is_ok_and(|r| r.status() == 200) {
+                eprintln!("stalled writers cut off after {:?}", start.elapsed());
+                return Ok(());
+            }
+            Err("stalled writers were never cut off")
+        },
+    )
+    .await;
     drop(hogs);
 }
 
@@ -566,19 +567,18 @@ async fn exporter_parity_gzip_telemetry_path_handler_metrics_and_no_store() {
     assert_eq!(r.headers()["cache-control"], "no-store");
     // Requests are counted by route, never by raw path. A scrape may be
     // answered by a render up to a second old: wait for a fresh one.
-    let start = Instant::now();
-    let m = loop {
+    let m = eventually("404s counted", Duration::from_secs(10), async || {
         let (_, m) = mon.get("/prom").await;
         let counted = metric(
             &m,
             r#"mcpmon_http_requests_total{code="200",handler="/prom"}"#,
         );
         if m.contains(r#"code="404",handler="other""#) && counted.is_some_and(|n| n >= 2.0) {
-            break m;
+            return Ok(m);
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "{m}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+        Err(m)
+    })
+    .await;
     assert!(
         !m.contains("handler=\"/metrics\""),
         "raw paths never become labels"

@@ -109,9 +109,8 @@ async fn endure(mon: &Binary, base_kib: u64, span: Duration, bound_mib: u64) -> 
         .timeout(Duration::from_secs(1))
         .build()
         .expect("client");
-    let start = Instant::now();
     let mut worst = 0u64;
-    while start.elapsed() < span {
+    throughout(span, Duration::from_millis(250), async || {
         let t = Instant::now();
         let r = quick
             .get(format!("http://{}/-/healthy", mon.addr))
@@ -130,8 +129,8 @@ async fn endure(mon: &Binary, base_kib: u64, span: Duration, bound_mib: u64) -> 
             grown <= bound_mib,
             "resident memory grew {grown} MiB over its baseline (bound {bound_mib} MiB)"
         );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    })
+    .await;
     eprintln!("worst memory growth: {worst} MiB");
     worst
 }
@@ -141,14 +140,14 @@ async fn still_obeys(mon: &mut Binary) {
     let reloaded = || count_logs(mon, "configuration reloaded");
     let before = reloaded();
     mon.signal(libc::SIGHUP);
-    let start = Instant::now();
-    while reloaded() == before {
-        assert!(
-            start.elapsed() < OBEY_WITHIN,
-            "SIGHUP not acted on within {OBEY_WITHIN:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("SIGHUP acted on", OBEY_WITHIN, async || {
+        if reloaded() == before {
+            Err("not yet")
+        } else {
+            Ok(())
+        }
+    })
+    .await;
     let quick = reqwest::Client::builder()
         .timeout(OBEY_WITHIN)
         .build()
@@ -216,16 +215,15 @@ async fn python_peer(args: &[&str], port_file: &Path) -> (Spawned, u16) {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit());
     let child = cmd.spawn().expect("spawn python");
-    let start = Instant::now();
-    let port = loop {
+    let port = eventually("listening", PATIENCE, async || {
         if let Ok(text) = std::fs::read_to_string(port_file)
             && let Ok(p) = text.trim().parse()
         {
-            break p;
+            return Ok(p);
         }
-        assert!(start.elapsed() < PATIENCE, "{args:?} never listened");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+        Err(format!("{args:?} never listened"))
+    })
+    .await;
     let url = format!("http://127.0.0.1:{port}");
     (Spawned { child, url, port }, port)
 }
@@ -726,11 +724,11 @@ async fn a_discovery_key_cannot_forge_a_log_line() {
     )
     .expect("write");
     let mut mon = Binary::start_text(&cfg, &[]).await;
-    let start = Instant::now();
-    while !mon.log_text().contains("discovered entry left out") {
-        assert!(start.elapsed() < PATIENCE, "the entry was never refused");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the entry refused", PATIENCE, async || {
+        let told = mon.log_text().contains("discovered entry left out");
+        if told { Ok(()) } else { Err("not yet") }
+    })
+    .await;
     let text = mon.log_text();
     assert!(
         !text.contains('\u{1b}'),

@@ -1,5 +1,7 @@
 //! The one way the tests wait: poll until a check passes, bounded, and
-//! say what was last seen when it does not.
+//! say what was last seen when it does not ([`eventually`]); or, for a
+//! claim about a stretch of time ("never unhealthy while throttled"),
+//! check every reading across it ([`throughout`]).
 
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
@@ -26,4 +28,17 @@ pub async fn eventually<T, E: Debug>(
         );
         tokio::time::sleep(POLL_EVERY).await;
     }
+}
+
+/// Run `check` every `every` for `window`; it asserts what must hold at
+/// each reading. How many readings were taken.
+pub async fn throughout(window: Duration, every: Duration, mut check: impl AsyncFnMut()) -> u32 {
+    let start = Instant::now();
+    let mut readings = 0;
+    while start.elapsed() < window {
+        check().await;
+        readings += 1;
+        tokio::time::sleep(every).await;
+    }
+    readings
 }

@@ -1,6 +1,6 @@
 //! Real processes: found by marker, killed, zombies and what mcpmon holds.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Processes whose environment holds `MCPMON_TEST_MARKER=<marker>`.
 pub fn pids_with_marker(marker: &str) -> Vec<i32> {
@@ -36,15 +36,12 @@ fn is_zombie(pid: i32) -> bool {
 
 /// Wait until some process carries the marker; returns their pids.
 pub async fn wait_pids(marker: &str, within: Duration) -> Vec<i32> {
-    let start = Instant::now();
-    while start.elapsed() < within {
+    let what = format!("a process with marker {marker}");
+    super::eventually(&what, within, async || {
         let p = pids_with_marker(marker);
-        if !p.is_empty() {
-            return p;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("no process with marker {marker} within {within:?}");
+        if p.is_empty() { Err(p) } else { Ok(p) }
+    })
+    .await
 }
 
 /// Send `signal` to each of `pids`. The tests' only way to signal a

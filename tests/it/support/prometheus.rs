@@ -1,7 +1,7 @@
 //! A real Prometheus running the shipped config and rules.
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -108,19 +108,17 @@ impl Prometheus {
                 .expect("client"),
             _dir: dir,
         };
-        let start = Instant::now();
-        loop {
-            if let Ok(r) = p.http.get(format!("{}/-/ready", p.base)).send().await
-                && r.status() == 200
-            {
-                return p;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "prometheus not ready"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let ready = format!("{}/-/ready", p.base);
+        super::eventually(
+            "prometheus ready",
+            Duration::from_secs(30),
+            async || match p.http.get(&ready).send().await {
+                Ok(r) if r.status() == 200 => Ok(()),
+                other => Err(other.map(|r| r.status())),
+            },
+        )
+        .await;
+        p
     }
 
     /// A query API call's `data`.

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -108,22 +108,16 @@ pub async fn third_party_http(
         .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
     // A readiness bound, not a speed claim: a Python server's imports on a
     // 2-core machine busy with the rest of the suite took over 20 s once.
-    let start = Instant::now();
-    while start.elapsed() < LISTEN_WITHIN {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+    let what = format!("{} listening on {port}", program.display());
+    super::eventually(&what, LISTEN_WITHIN, async || {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
-            .is_ok()
-        {
-            return Spawned {
-                child,
-                url: format!("http://127.0.0.1:{port}/mcp"),
-                port,
-            };
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    Spawned {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        port,
     }
-    panic!(
-        "{} did not listen on {port} within {LISTEN_WITHIN:?}",
-        program.display()
-    );
 }
