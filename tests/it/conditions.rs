@@ -69,7 +69,7 @@ async fn conditions_on_a_real_tool_s_result_and_tool_list_hold_or_name_what_fail
     assert_eq!(v["status"], "healthy", "{v}");
 
     // A condition on the result that fails: degraded, named, counted.
-    let v = mon.wait_status("paris", "degraded", SETTLE).await;
+    let (v, _) = mon.wait_status("paris", "degraded", SETTLE).await;
     assert_eq!(v["reason"], "condition_failed", "{v}");
     let detail = v["detail"].as_str().expect("detail");
     assert!(
@@ -84,7 +84,7 @@ async fn conditions_on_a_real_tool_s_result_and_tool_list_hold_or_name_what_fail
     );
 
     // A tool that must exist and does not: degraded, named.
-    let v = mon.wait_status("nosearch", "degraded", SETTLE).await;
+    let (v, _) = mon.wait_status("nosearch", "degraded", SETTLE).await;
     assert_eq!(v["reason"], "condition_failed", "{v}");
     let detail = v["detail"].as_str().expect("detail");
     assert!(

@@ -201,7 +201,7 @@ async fn six_kinds_of_objects_become_servers_that_follow_them_through_an_api_ser
     ];
     wait_ids(&mon, "every object is a server", &all).await;
     for id in all {
-        let v = mon.wait_status(id, "healthy", SOON).await;
+        let (v, _) = mon.wait_status(id, "healthy", SOON).await;
         assert_eq!(v["labels"]["team"], "search", "{id}: {v}");
         assert_eq!(v["labels"]["namespace"], NS, "{id}: {v}");
         assert!(

@@ -180,7 +180,7 @@ async fn one_server_s_literal_env_values_never_change_another_server_s_text() {
         mon.wait_status(id, "healthy", Duration::from_secs(20))
             .await;
     }
-    let remote = mon
+    let (remote, _) = mon
         .wait_status("remote", "unhealthy", Duration::from_secs(20))
         .await;
     let detail = remote["detail"].as_str().unwrap_or("");

@@ -114,7 +114,7 @@ async fn reload_applies_a_diff_and_a_bad_reload_changes_nothing() {
     );
     assert_eq!(after["sessions"], 1);
     assert_eq!(pids_with_marker(&ma), keep_pids, "same process");
-    let changed = mon
+    let (changed, _) = mon
         .wait_status("change", "healthy", Duration::from_secs(10))
         .await;
     assert_ne!(changed["session_started"], before["session_started"]);

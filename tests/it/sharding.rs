@@ -96,7 +96,7 @@ async fn sessions(replicas: &[Binary], ids: &BTreeSet<String>) -> BTreeMap<Strin
     let mut out = BTreeMap::new();
     for id in ids {
         let r = &replicas[hashmod(id, SHARDS) as usize];
-        let v = r.wait_status(id, "healthy", SLACK).await;
+        let (v, _) = r.wait_status(id, "healthy", SLACK).await;
         out.insert(
             id.clone(),
             (v["session_started"].clone(), v["sessions"].clone()),

@@ -234,7 +234,7 @@ async fn a_2026_task_is_polled_with_its_id_in_mcp_name_and_one_that_stops_advanc
 
     // The one that stops advancing: stuck once its ttl (2 s) passes
     // without change, cancelled, and unhealthy for it.
-    let v = mon.wait_status("stalls", "unhealthy", SETTLE).await;
+    let (v, _) = mon.wait_status("stalls", "unhealthy", SETTLE).await;
     assert_eq!(v["reason"], "task_stuck", "{v}");
     let detail = v["detail"].as_str().unwrap_or_default();
     assert!(

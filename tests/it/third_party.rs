@@ -478,7 +478,7 @@ async fn credentials_are_judged_apart_from_reachability() {
         ],
     )
     .await;
-    let v = mon.wait_status("anonymous", "unhealthy", SLOW_START).await;
+    let (v, _) = mon.wait_status("anonymous", "unhealthy", SLOW_START).await;
     assert_eq!(v["reason"], "unauthenticated", "{v}");
     let detail = v["detail"].as_str().expect("detail");
     assert!(
@@ -491,7 +491,7 @@ async fn credentials_are_judged_apart_from_reachability() {
         detail.contains(&format!("authorization servers: http://127.0.0.1:{port}")),
         "the protected-resource metadata is read: {detail}"
     );
-    let v = mon.wait_status("readonly", "unhealthy", SLOW_START).await;
+    let (v, _) = mon.wait_status("readonly", "unhealthy", SLOW_START).await;
     assert_eq!(v["reason"], "forbidden", "{v}");
     mon.wait_status("granted", "healthy", SLOW_START).await;
     let (_, m) = mon.get("/metrics").await;
@@ -506,7 +506,7 @@ async fn credentials_are_judged_apart_from_reachability() {
     // Revoked mid-session: the next probe is refused, the session ends on
     // it, and the verdict says why.
     std::fs::write(&token_file, "rotated").expect("write");
-    let v = mon
+    let (v, _) = mon
         .wait_status("granted", "unhealthy", PING_INTERVAL + PING_TIMEOUT + SLACK)
         .await;
     assert_eq!(v["reason"], "unauthenticated", "{v}");
@@ -646,7 +646,7 @@ async fn oauth2_client_credentials_keep_a_server_healthy_across_token_expiries()
     )
     .expect("write");
     let mon = Binary::start_with_env(&cfg, &[], &[("OAUTH_SECRET", "client-s3cret")]).await;
-    let v = mon
+    let (v, _) = mon
         .wait_status("wrong-secret", "unhealthy", SLOW_START)
         .await;
     assert_eq!(v["reason"], "unauthenticated", "{v}");

@@ -72,7 +72,7 @@ async fn certificates_of_known_dates_are_reported_and_an_expired_one_is_unhealth
     let within = Duration::from_secs(30);
     mon.wait_status("private-ca", "healthy", within).await;
     mon.wait_status("tls12", "healthy", within).await;
-    let v = mon.wait_status("expired", "unhealthy", within).await;
+    let (v, _) = mon.wait_status("expired", "unhealthy", within).await;
     assert_eq!(v["reason"], "tls_failed", "{v}");
     assert!(
         v["detail"]
@@ -82,7 +82,7 @@ async fn certificates_of_known_dates_are_reported_and_an_expired_one_is_unhealth
             .contains("expired"),
         "{v}"
     );
-    let v = mon.wait_status("wrong-name", "unhealthy", within).await;
+    let (v, _) = mon.wait_status("wrong-name", "unhealthy", within).await;
     assert_eq!(
         v["reason"], "tls_failed",
         "the certificate is not for 127.0.0.1: {v}"

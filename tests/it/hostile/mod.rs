@@ -325,7 +325,7 @@ async fn an_sse_stream_cannot_aim_mcpmon_elsewhere() {
     let server =
         format!("  - id: attacker\n    transport: sse\n    url: http://127.0.0.1:{port}/sse\n");
     let case = Case::start(dir, &server, "", &[], vec![peer]).await;
-    let v = case
+    let (v, _) = case
         .mon
         .wait_status("attacker", "unhealthy", PATIENCE)
         .await;
@@ -565,7 +565,7 @@ async fn a_tool_listing_of_sixty_four_megabytes_and_endless_list_changed() {
         trigger.display().to_string()
     );
     let mut case = Case::start(dir, &server, "", &[], vec![]).await;
-    let before = case.mon.wait_status("attacker", "healthy", PATIENCE).await;
+    let (before, _) = case.mon.wait_status("attacker", "healthy", PATIENCE).await;
     // One page of 4 MB is read whole before it is digested; the bound
     // allows a few such pages in flight, never the 64 MB listing.
     case.attack(RSS_BOUND_MIB).await;

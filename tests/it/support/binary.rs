@@ -115,38 +115,6 @@ impl Binary {
         self.child.id() as i32
     }
 
-    pub async fn get(&self, path: &str) -> (u16, String) {
-        self.request(reqwest::Method::GET, path).await
-    }
-
-    pub async fn post(&self, path: &str) -> (u16, String) {
-        self.request(reqwest::Method::POST, path).await
-    }
-
-    async fn request(&self, method: reqwest::Method, path: &str) -> (u16, String) {
-        let r = self
-            .http
-            .request(method.clone(), format!("http://{}{path}", self.addr))
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        (r.status().as_u16(), r.text().await.expect("body"))
-    }
-
-    pub async fn server(&self, id: &str) -> (u16, Value) {
-        let (code, body) = self.get(&format!("/health/servers/{id}")).await;
-        (code, serde_json::from_str(&body).unwrap_or(Value::Null))
-    }
-
-    pub async fn wait_status(&self, id: &str, status: &str, within: Duration) -> Value {
-        let what = format!("{id} reading {status}");
-        eventually(&what, within, async || {
-            let (_, v) = self.server(id).await;
-            if v["status"] == status { Ok(v) } else { Err(v) }
-        })
-        .await
-    }
-
     pub fn signal(&self, sig: i32) {
         kill(&[self.pid()], sig);
     }

@@ -1,8 +1,6 @@
 //! mcpmon run in-process on a port-0 listener.
 
-use std::time::{Duration, Instant};
-
-use serde_json::Value;
+use std::time::Duration;
 
 use super::*;
 use std::net::SocketAddr;
@@ -44,54 +42,6 @@ impl Monitor {
             _dir: dir,
             _turn: turn().await,
         }
-    }
-
-    pub async fn get(&self, path: &str) -> (u16, String) {
-        let r = self
-            .http
-            .get(format!("http://{}{path}", self.addr))
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
-        let code = r.status().as_u16();
-        (code, r.text().await.expect("body"))
-    }
-
-    pub async fn get_json(&self, path: &str) -> (u16, Value) {
-        let (code, body) = self.get(path).await;
-        let v = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"));
-        (code, v)
-    }
-
-    pub async fn server(&self, id: &str) -> (u16, Value) {
-        self.get_json(&format!("/health/servers/{id}")).await
-    }
-
-    pub async fn metrics(&self) -> String {
-        self.get("/metrics").await.1
-    }
-
-    /// Poll until the server reads `status`; returns its JSON and how long it took.
-    pub async fn wait_status(&self, id: &str, status: &str, within: Duration) -> (Value, Duration) {
-        let start = Instant::now();
-        let what = format!("{id} reading {status}");
-        let v = eventually(&what, within, async || {
-            let (_, v) = self.server(id).await;
-            if v["status"] == status { Ok(v) } else { Err(v) }
-        })
-        .await;
-        (v, start.elapsed())
-    }
-
-    /// Poll until `/-/ready` answers 200.
-    pub async fn wait_ready(&self, within: Duration) {
-        eventually("mcpmon ready", within, async || {
-            match self.get("/-/ready").await.0 {
-                200 => Ok(()),
-                code => Err(code),
-            }
-        })
-        .await;
     }
 
     /// Stop and wait for a clean return.

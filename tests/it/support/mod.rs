@@ -1,5 +1,6 @@
 //! Shared helpers for the integration tests, by what they start: mcpmon
-//! in-process ([`in_process`]) or as the real binary ([`binary`]), servers
+//! in-process ([`in_process`]) or as the real binary ([`binary`]), both
+//! asked through one set of requests and waits ([`served`]), servers
 //! ([`servers`]), processes ([`procs`]), certificates ([`certs`]), external
 //! tools ([`tools`]) and Prometheus ([`prometheus`]); `/metrics` read by one
 //! parser ([`exposition`]); and the crate's own
@@ -18,6 +19,7 @@ mod paths;
 mod poll;
 mod procs;
 mod prometheus;
+mod served;
 mod servers;
 pub mod source;
 mod tools;
@@ -31,6 +33,7 @@ pub use poll::*;
 pub use procs::*;
 pub use prometheus::*;
 pub use require::*;
+pub use served::Served;
 pub use servers::*;
 pub use tools::*;
 
