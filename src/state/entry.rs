@@ -307,7 +307,7 @@ fn log_opened(
 /// a new kind of failure (`before`: the reason it was already down for).
 /// Retries failing the same way are expected; they log at debug.
 fn log_down(id: &str, reason: Reason, detail: &str, was_open: bool, before: Option<Reason>) {
-    if was_open || before != Some(reason) {
+    if news(was_open, reason, before) {
         let what = if was_open {
             "session lost"
         } else {
@@ -317,6 +317,12 @@ fn log_down(id: &str, reason: Reason, detail: &str, was_open: bool, before: Opti
     } else {
         tracing::debug!(server = %id, reason = reason.as_str(), detail = %detail, "cannot open session, again");
     }
+}
+
+/// Whether a lost or refused session is news worth a warning: a session
+/// that was open, or a failure other than the one it was already down for.
+fn news(was_open: bool, reason: Reason, before: Option<Reason>) -> bool {
+    was_open || before != Some(reason)
 }
 
 /// Take a tool listing: count a changed surface and log what changed.
@@ -329,5 +335,22 @@ fn record_tools(
     if let Some(diff) = t.tools_listed(surface) {
         series.tools_changes += 1;
         tracing::info!(server = %id, changes = %diff, "tool surface changed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_session_or_a_new_failure_is_news_and_the_same_refusal_is_not() {
+        let (exited, refused) = (Reason::Exited, Reason::ConnectFailed);
+        assert!(news(true, exited, Some(exited)), "a session lost");
+        assert!(news(false, refused, None), "the first refusal");
+        assert!(news(false, refused, Some(exited)), "a new kind of failure");
+        assert!(
+            !news(false, refused, Some(refused)),
+            "the same refusal again"
+        );
     }
 }

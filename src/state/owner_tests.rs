@@ -136,6 +136,30 @@ fn counters_start_at_zero_and_count_once() {
 }
 
 #[test]
+fn each_changed_tool_surface_is_counted_once_and_an_unchanged_one_not() {
+    use crate::transport::tools::ToolSurface;
+    let now = Instant::now();
+    let mut o = Owner::new(FleetPolicy::default(), 1);
+    add(&mut o, &spec("a"), now);
+    event(&mut o, "a", opened(), now);
+    let listed = |names: &[&str]| Observation::Tools {
+        tools: ToolSurface::from_json(
+            (names.iter())
+                .map(|n| serde_json::json!({"name": n, "inputSchema": {"type": "object"}})),
+        ),
+        health_check: false,
+    };
+    let changes = |o: &mut Owner| o.publish().servers["a"].series.tools_changes;
+    event(&mut o, "a", listed(&["x"]), now);
+    assert_eq!(changes(&mut o), 1, "none listed, then x");
+    event(&mut o, "a", listed(&["x"]), now);
+    assert_eq!(changes(&mut o), 1, "the same surface again");
+    event(&mut o, "a", listed(&["x", "y"]), now);
+    event(&mut o, "a", listed(&["y"]), now);
+    assert_eq!(changes(&mut o), 3);
+}
+
+#[test]
 fn a_stuck_session_is_handed_back_to_its_supervisor_once() {
     let t0 = Instant::now();
     let mut o = Owner::new(FleetPolicy::default(), 1);
