@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{self, Config};
 use crate::discovery::Shard;
 use crate::fleet::Fleet;
-use crate::output::lifecycle::ReloadRequest;
+use crate::output::lifecycle::{Reload, ReloadRequest};
+use crate::output::status::Links;
 use crate::output::metrics::Metrics;
 use crate::output::otlp::Otlp;
 use crate::output::{router, web};
@@ -208,9 +209,11 @@ impl Service {
         let api = router::AppState {
             fleet: snap_rx,
             metrics: metrics.clone(),
-            reload: options.enable_lifecycle.then_some(reload_tx),
+            reload: Reload(options.enable_lifecycle.then_some(reload_tx)),
             renders: Default::default(),
-            telemetry_path: options.telemetry_path(),
+            links: Links {
+                telemetry_path: options.telemetry_path(),
+            },
             shard,
         };
         let web = WebTasks::start(listener, options, api, &cancel);

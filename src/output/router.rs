@@ -8,11 +8,14 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::FromRef;
 use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use tokio::sync::watch;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
+use tower_http::timeout::TimeoutLayer;
 
-use super::lifecycle::{Reload, ReloadRequest};
+use super::lifecycle::Reload;
 use super::metrics::Metrics;
 use super::render::Renders;
 use super::status::Links;
@@ -20,61 +23,22 @@ use super::{health, lifecycle, scrape, status};
 use crate::discovery::Shard;
 use crate::state::Snapshot;
 
-/// Everything handlers can read.
-#[derive(Clone)]
+/// Everything handlers can read; each handler takes one field by its type.
+#[derive(Clone, FromRef)]
 pub struct AppState {
     /// Latest fleet snapshot.
     pub fleet: watch::Receiver<Arc<Snapshot>>,
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
-    /// Where `POST /-/reload` sends its request; `None` unless the
-    /// lifecycle API is enabled.
-    pub reload: Option<tokio::sync::mpsc::Sender<ReloadRequest>>,
+    /// Where `POST /-/reload` sends its request.
+    pub reload: Reload,
     /// The last render of each whole-fleet page, shared by the requests
     /// that arrive together.
     pub renders: Arc<Renders>,
-    /// Where the exposition is served (`--web.telemetry-path`).
-    pub telemetry_path: String,
+    /// Where the pages link to, the exposition's path among them.
+    pub links: Links,
     /// This replica's share of the fleet: `/health/fleet` speaks for it only.
     pub shard: Shard,
-}
-
-impl FromRef<AppState> for watch::Receiver<Arc<Snapshot>> {
-    fn from_ref(s: &AppState) -> Self {
-        s.fleet.clone()
-    }
-}
-
-impl FromRef<AppState> for Arc<Metrics> {
-    fn from_ref(s: &AppState) -> Self {
-        s.metrics.clone()
-    }
-}
-
-impl FromRef<AppState> for Arc<Renders> {
-    fn from_ref(s: &AppState) -> Self {
-        s.renders.clone()
-    }
-}
-
-impl FromRef<AppState> for Shard {
-    fn from_ref(s: &AppState) -> Self {
-        s.shard
-    }
-}
-
-impl FromRef<AppState> for Reload {
-    fn from_ref(s: &AppState) -> Self {
-        Reload(s.reload.clone())
-    }
-}
-
-impl FromRef<AppState> for Links {
-    fn from_ref(s: &AppState) -> Self {
-        Links {
-            telemetry_path: s.telemetry_path.clone(),
-        }
-    }
 }
 
 /// Largest request body accepted (there are no body-taking endpoints yet).
@@ -86,7 +50,7 @@ const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 pub fn router(state: AppState) -> Router {
     let metrics = state.metrics.clone();
     Router::new()
-        .route(&state.telemetry_path, get(scrape::metrics))
+        .route(&state.links.telemetry_path, get(scrape::metrics))
         .route("/health/fleet", get(health::fleet))
         .route("/health/servers/{id}", get(health::server))
         .route("/-/healthy", get(lifecycle::healthy))
@@ -99,10 +63,19 @@ pub fn router(state: AppState) -> Router {
         .route("/servers/{id}", get(status::server))
         .route("/static/status.css", get(status::css))
         .route("/static/status.js", get(status::js))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
-        .layer(axum::middleware::from_fn(deadline))
-        .layer(axum::middleware::from_fn(limit_body))
-        .layer(axum::middleware::from_fn(no_store))
+        // A slow client is answered 408; no endpoint takes a body, and a
+        // declared one over the limit is refused before anything reads it.
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            REQUEST_DEADLINE,
+        ))
+        .layer(RequestBodyLimitLayer::new(MAX_BODY))
+        // Health answers change from one second to the next: no cache (a
+        // load balancer's or a proxy's) may keep one.
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CACHE_CONTROL,
+            header::HeaderValue::from_static("no-store"),
+        ))
         // gzip when the client asks (Prometheus does): 30 MB of text at
         // 10 000 servers is a few MB on the wire.
         .layer(tower_http::compression::CompressionLayer::new().gzip(true))
@@ -137,36 +110,4 @@ async fn count(
         .with_label_values(&[handler.as_str(), response.status().as_str()])
         .inc();
     response
-}
-
-/// Health answers change from one second to the next: no cache (a load
-/// balancer's or a proxy's) may keep one.
-async fn no_store(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    let mut response = next.run(req).await;
-    response
-        .headers_mut()
-        .entry(header::CACHE_CONTROL)
-        .or_insert(header::HeaderValue::from_static("no-store"));
-    response
-}
-
-/// Refuse a declared body over the limit before anything reads it (no
-/// endpoint takes a body; the limit keeps it that way).
-async fn limit_body(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY) {
-        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
-    }
-    next.run(req).await
-}
-
-async fn deadline(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    match tokio::time::timeout(REQUEST_DEADLINE, next.run(req)).await {
-        Ok(r) => r,
-        Err(_) => StatusCode::REQUEST_TIMEOUT.into_response(),
-    }
 }
