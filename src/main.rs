@@ -164,12 +164,7 @@ const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A path of its own for the exposition: absolute, and none of the others.
 fn telemetry_path(p: &str) -> Result<String, String> {
-    let taken = ["/", "/health/fleet", "/-/healthy", "/-/ready", "/-/reload"];
-    if !p.starts_with('/')
-        || p.contains(['{', '}', '*'])
-        || taken.contains(&p)
-        || p.starts_with("/health/servers/")
-    {
+    if !p.starts_with('/') || p.contains(['{', '}', '*']) || mcpmon::output::router::answers(p) {
         return Err(format!(
             "{p:?} must be an absolute path of its own, such as /metrics"
         ));

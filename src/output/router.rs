@@ -46,23 +46,57 @@ const MAX_BODY: usize = 64 * 1024;
 /// A request that takes longer than this is answered 408 (slow clients).
 const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 
+/// Every path the router answers besides the exposition's, in the order
+/// [`router`] routes them; `{id}` names a server.
+pub const PATHS: [&str; 9] = [
+    "/health/fleet",
+    "/health/servers/{id}",
+    "/-/healthy",
+    "/-/ready",
+    "/-/reload",
+    "/",
+    "/servers/{id}",
+    "/static/status.css",
+    "/static/status.js",
+];
+
+/// Whether the router answers `path` already, so the exposition may not
+/// be served there.
+pub fn answers(path: &str) -> bool {
+    PATHS.iter().any(|p| match p.strip_suffix("{id}") {
+        Some(prefix) => path.starts_with(prefix),
+        None => *p == path,
+    })
+}
+
 /// The router with every endpoint.
 pub fn router(state: AppState) -> Router {
     let metrics = state.metrics.clone();
+    let [
+        fleet,
+        server,
+        healthy,
+        ready,
+        reload,
+        page,
+        server_page,
+        css,
+        js,
+    ] = PATHS;
     Router::new()
         .route(&state.links.telemetry_path, get(scrape::metrics))
-        .route("/health/fleet", get(health::fleet))
-        .route("/health/servers/{id}", get(health::server))
-        .route("/-/healthy", get(lifecycle::healthy))
-        .route("/-/ready", get(lifecycle::ready))
+        .route(fleet, get(health::fleet))
+        .route(server, get(health::server))
+        .route(healthy, get(lifecycle::healthy))
+        .route(ready, get(lifecycle::ready))
         .route(
-            "/-/reload",
+            reload,
             axum::routing::post(lifecycle::reload).put(lifecycle::reload),
         )
-        .route("/", get(status::fleet))
-        .route("/servers/{id}", get(status::server))
-        .route("/static/status.css", get(status::css))
-        .route("/static/status.js", get(status::js))
+        .route(page, get(status::fleet))
+        .route(server_page, get(status::server))
+        .route(css, get(status::css))
+        .route(js, get(status::js))
         // A slow client is answered 408; no endpoint takes a body, and a
         // declared one over the limit is refused before anything reads it.
         .layer(TimeoutLayer::with_status_code(
@@ -110,4 +144,30 @@ async fn count(
         .with_label_values(&[handler.as_str(), response.status().as_str()])
         .inc();
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::answers;
+
+    #[test]
+    fn the_exposition_may_take_no_path_the_router_answers() {
+        for taken in [
+            "/",
+            "/health/fleet",
+            "/health/servers/a",
+            "/servers/a",
+            "/-/reload",
+        ] {
+            assert!(answers(taken), "{taken}");
+        }
+        for free in [
+            "/metrics",
+            "/prometheus/metrics",
+            "/healthz",
+            "/static/other.css",
+        ] {
+            assert!(!answers(free), "{free}");
+        }
+    }
 }
