@@ -167,6 +167,21 @@ fn a_slow_handshake_is_no_liveness_answer() {
 }
 
 #[test]
+fn the_reason_a_server_is_down_for_is_known_only_while_it_is_down() {
+    let t0 = Instant::now();
+    let mut t = Tracker::new(&spec("a"), t0);
+    assert_eq!(t.down_reason(), None, "starting");
+    t.link_down(Reason::HandshakeFailed, "no answer", false, t0);
+    assert_eq!(t.down_reason(), None, "a first failure waits for a second");
+    t.link_down(Reason::ConnectFailed, "refused", true, t0);
+    assert_eq!(t.down_reason(), Some(Reason::ConnectFailed));
+    open(&mut t, t0);
+    assert_eq!(t.down_reason(), None, "up");
+    t.link_down(Reason::Exited, "exited", true, t0);
+    assert_eq!(t.down_reason(), Some(Reason::Exited));
+}
+
+#[test]
 fn failed_connects_count_as_failures_until_an_answer() {
     let t0 = Instant::now();
     let mut t = Tracker::new(&spec("a"), t0);
