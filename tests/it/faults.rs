@@ -788,13 +788,7 @@ async fn the_state_owner_killed_on_purpose_ends_the_run_loudly() {
 
 /// Connections haproxy's frontend took so far (`stot` of `show stat`).
 async fn connections(socket: &Path) -> u64 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::UnixStream::connect(socket)
-        .await
-        .expect("haproxy's stats socket");
-    stream.write_all(b"show stat\n").await.expect("ask");
-    let mut csv = String::new();
-    stream.read_to_string(&mut csv).await.expect("read");
+    let csv = haproxy_stat(socket).await;
     let header: Vec<&str> = csv.lines().next().unwrap_or("").split(',').collect();
     let stot = header
         .iter()

@@ -141,18 +141,6 @@ fn client() -> reqwest::Client {
         .expect("client")
 }
 
-/// HAProxy's runtime API: `show stat`, as CSV.
-async fn haproxy_stat(socket: &std::path::Path) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::UnixStream::connect(socket)
-        .await
-        .expect("stats socket");
-    s.write_all(b"show stat\n").await.expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.expect("read");
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn haproxy_checks_each_server_through_mcpmon_and_fails_open() {
     require!(

@@ -121,3 +121,15 @@ pub async fn third_party_http(
         port,
     }
 }
+
+/// HAProxy's runtime API: `show stat`, as CSV.
+pub async fn haproxy_stat(socket: &std::path::Path) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::UnixStream::connect(socket)
+        .await
+        .expect("stats socket");
+    s.write_all(b"show stat\n").await.expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("read");
+    out
+}
