@@ -588,3 +588,86 @@ fn only_the_very_first_start_waits_for_a_second() {
     let tr = t.link_down(Reason::Exited, "gone", false, t0 + secs(1));
     assert_eq!(tr.map(|tr| tr.to), Some(State::Unhealthy));
 }
+
+#[test]
+fn what_a_process_sample_or_a_condition_changes_is_returned_as_the_transition() {
+    use crate::config::condition::{Severity, Subject};
+    use crate::probe::conditions::Checked;
+    let t0 = Instant::now();
+    let mut t = Tracker::new(&spec("a"), t0);
+    open(&mut t, t0);
+    t.probe(&answered(ProbeKind::Ping, 1), false, t0);
+    assert_eq!(t.status().status, State::Healthy);
+    let failing = |failure: Option<&str>| Checked {
+        name: "tools-hold".into(),
+        subject: Subject::Tools,
+        severity: Severity::Degraded,
+        failure: failure.map(str::to_owned),
+    };
+    let to = |tr: Option<Transition>| tr.map(|tr| (tr.from, tr.to));
+    // However many readings the hysteresis wants, the one that changes the
+    // state returns the change.
+    let until_changed = |t: &mut Tracker, checked: &[Checked]| {
+        (0..10).find_map(|_| t.conditions_checked(checked, t0))
+    };
+    let tr = until_changed(&mut t, &[failing(Some("no tool named x"))]);
+    assert_eq!(to(tr), Some((State::Healthy, State::Degraded)));
+    assert_eq!(t.status().status, State::Degraded);
+    let tr = until_changed(&mut t, &[failing(None)]);
+    assert_eq!(to(tr), Some((State::Degraded, State::Healthy)));
+    let tr = t.process(&sample(0, RunState::Stopped), t0 + secs(1));
+    assert_eq!(to(tr), Some((State::Healthy, State::Unhealthy)));
+}
+
+#[test]
+fn a_busy_task_is_published_and_counts_as_a_sign_of_life() {
+    use crate::probe::task::{TaskSeen, TaskStatus};
+    let t0 = Instant::now();
+    let mut t = Tracker::new(&spec("a"), t0);
+    open(&mut t, t0);
+    t.probe(&answered(ProbeKind::Ping, 1), false, t0);
+    let stuck = Settings::default().stuck_after.0;
+    let seen = |busy: bool| TaskSeen {
+        tool: "research".into(),
+        task_id: "t1".into(),
+        status: TaskStatus::Working,
+        status_message: None,
+        last_updated_at: "u1".into(),
+        polls: 1,
+        busy,
+    };
+    t.task(seen(false), t0 + stuck);
+    assert_eq!(t.status().tasks.len(), 1, "published");
+    assert!(
+        t.is_stuck(t0 + stuck + secs(1)),
+        "an idle task is no sign of life"
+    );
+    t.task(seen(true), t0 + stuck);
+    assert!(!t.is_stuck(t0 + stuck + secs(1)), "a busy one is");
+}
+
+#[test]
+fn the_hour_of_history_keeps_at_most_its_bound_of_changes() {
+    let t0 = Instant::now();
+    let mut t = Tracker::new(&spec("a"), t0);
+    open(&mut t, t0);
+    // A stopped process is unhealthy at once; answers bring it back.
+    // Flap far more often than the bound, within a few minutes.
+    let mut at = t0;
+    for _ in 0..(2 * HISTORY_MAX) {
+        at += Duration::from_millis(100);
+        t.process(&sample(0, RunState::Stopped), at);
+        t.process(&sample(0, RunState::Alive), at);
+        for _ in 0..10 {
+            at += Duration::from_millis(100);
+            t.probe(&answered(ProbeKind::Ping, 1), false, at);
+            if t.status().status == State::Healthy {
+                break;
+            }
+        }
+    }
+    assert!(at < t0 + HISTORY, "all within the hour");
+    let history = &t.status().history;
+    assert!(history.len() > 2, "it flapped: {}", history.len());
+    assert_eq!(history.len(), HISTORY_MAX, "held to its bound");
+}
