@@ -243,4 +243,19 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn a_server_that_answers_is_up_however_slowly_and_only_then() {
+        use super::State;
+        let up: Vec<State> = [
+            State::Unknown,
+            State::Healthy,
+            State::Degraded,
+            State::Unhealthy,
+        ]
+        .into_iter()
+        .filter(|s| s.is_up())
+        .collect();
+        assert_eq!(up, [State::Healthy, State::Degraded]);
+    }
 }
