@@ -29,6 +29,14 @@ fn open(t: &mut Tracker, now: Instant) -> Option<Transition> {
     t.probe(&answered(ProbeKind::Ping, 2), false, now)
 }
 
+/// A tracker whose session opened at `t0` and answered one ping.
+fn answering(t0: Instant) -> Tracker {
+    let mut t = Tracker::new(&spec("a"), t0);
+    open(&mut t, t0);
+    t.probe(&answered(ProbeKind::Ping, 1), false, t0);
+    t
+}
+
 fn kinds(t: &Tracker) -> Vec<&'static str> {
     t.status().events.iter().map(|e| e.kind.as_str()).collect()
 }
@@ -594,9 +602,7 @@ fn what_a_process_sample_or_a_condition_changes_is_returned_as_the_transition() 
     use crate::config::condition::{Severity, Subject};
     use crate::probe::conditions::Checked;
     let t0 = Instant::now();
-    let mut t = Tracker::new(&spec("a"), t0);
-    open(&mut t, t0);
-    t.probe(&answered(ProbeKind::Ping, 1), false, t0);
+    let mut t = answering(t0);
     assert_eq!(t.status().status, State::Healthy);
     let failing = |failure: Option<&str>| Checked {
         name: "tools-hold".into(),
@@ -623,9 +629,7 @@ fn what_a_process_sample_or_a_condition_changes_is_returned_as_the_transition() 
 fn a_busy_task_is_published_and_counts_as_a_sign_of_life() {
     use crate::probe::task::{TaskSeen, TaskStatus};
     let t0 = Instant::now();
-    let mut t = Tracker::new(&spec("a"), t0);
-    open(&mut t, t0);
-    t.probe(&answered(ProbeKind::Ping, 1), false, t0);
+    let mut t = answering(t0);
     let stuck = Settings::default().stuck_after.0;
     let seen = |busy: bool| TaskSeen {
         tool: "research".into(),
