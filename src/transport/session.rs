@@ -10,8 +10,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::stream;
+use futures::{StreamExt, stream};
 use tokio::time::Instant;
+use tokio_stream::wrappers::WatchStream;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
@@ -450,19 +451,10 @@ impl McpSession {
             }))
         };
         match (&self.tokens, self.static_expiry) {
-            (Some(t), _) => Box::pin(stream::unfold(
-                (t.expiry(), true),
-                move |(mut rx, first)| async move {
-                    if !first && rx.changed().await.is_err() {
-                        return None;
-                    }
-                    let event = match *rx.borrow_and_update() {
-                        Some(e) => told(e, true),
-                        None => SessionEvent::Credentials(None),
-                    };
-                    Some((event, (rx, false)))
-                },
-            )),
+            (Some(t), _) => Box::pin(WatchStream::new(t.expiry()).map(move |e| match e {
+                Some(e) => told(e, true),
+                None => SessionEvent::Credentials(None),
+            })),
             (None, Some(e)) => Box::pin(stream::once(async move { told(e, false) })),
             (None, None) => Box::pin(stream::empty()),
         }
