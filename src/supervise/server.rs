@@ -234,11 +234,13 @@ impl Supervisor {
         let ends = self.ends(number);
         tokio::pin!(ends);
         let mut events = session.events();
+        // Reused across wake-ups: what came due is told through it.
+        let mut news = Vec::new();
         loop {
             schedule.arm(listing.running.is_some());
             let end = tokio::select! {
                 end = &mut ends => Some(end),
-                () = &mut schedule.timer => self.due(session, &mut schedule, &mut listing).await,
+                () = &mut schedule.timer => self.due(session, &mut schedule, &mut listing, &mut news).await,
                 Some((i, outcome)) = schedule.running.next(), if !schedule.running.is_empty() => {
                     self.answered(session, &mut events, &mut schedule, i, outcome).await
                 }
@@ -274,13 +276,13 @@ impl Supervisor {
         session: &'s dyn Session,
         schedule: &mut Schedule<'s>,
         listing: &mut Listing<'s>,
+        news: &mut Vec<Observation>,
     ) -> Option<End> {
-        let mut news = Vec::new();
-        let wake = schedule.wake(session, &mut news);
+        let wake = schedule.wake(session, news);
         if wake.watch || wake.late {
             self.evidence(session).await;
         }
-        for event in news {
+        for event in news.drain(..) {
             self.send(event).await;
         }
         if wake.list {
@@ -458,9 +460,6 @@ impl<'s> Listing<'s> {
         }
     }
 
-    /// Start a listing: one the schedule made due (`due`), or one the
-    /// server asked for, which waits for a running one and honours the
-    /// schedule's floor between listings.
     /// The listing in flight finished: the one asked for meanwhile starts.
     fn finished(&mut self, session: &'s dyn Session, schedule: &mut Schedule<'s>) {
         self.running = None;
@@ -469,6 +468,9 @@ impl<'s> Listing<'s> {
         }
     }
 
+    /// Start a listing: one the schedule made due (`due`), or one the
+    /// server asked for, which waits for a running one and honours the
+    /// schedule's floor between listings.
     fn start(&mut self, session: &'s dyn Session, schedule: &mut Schedule<'s>, due: bool) {
         if self.running.is_some() {
             self.asked |= !due;
