@@ -97,6 +97,10 @@ families! {
         "Liveness probes and connection attempts that failed in a row, until a liveness answer.";
     StateChanges: "counter" "mcpmon_server_state_changes_total" ["server"] otlp "mcpmon.server.state_changes"
         "State transitions of the server.";
+    ObservedSeconds: "counter" "mcpmon_server_observed_seconds_total" ["server"]
+        "Seconds the server had a verdict outside maintenance windows: the availability SLI's total.";
+    DownSeconds: "counter" "mcpmon_server_down_seconds_total" ["server"]
+        "Of the observed seconds, those the server was unhealthy: the availability SLI's errors.";
     Probes: "counter" "mcpmon_probes_total" ["probe", "server"]
         "Probes sent, by kind.";
     ProbesSkipped: "counter" "mcpmon_probes_skipped_total" ["probe", "server"]

@@ -110,6 +110,7 @@ impl Owner {
             series: Series::new(&crate::probe::kinds(spec), &link_reasons(spec), &tools),
         };
         record.status.maintenance = maintenance(&self.windows, &record.status);
+        record.series.uptime.enter(now, key(&record.status));
         count(&mut self.snap.counts, key(&record.status), 1);
         if let Some(old) = self.snap.servers.insert(id.clone(), Arc::new(record)) {
             count(&mut self.snap.counts, key(&old.status), -1);
@@ -149,6 +150,7 @@ impl Owner {
         if before != key(&record.status) {
             count(&mut self.snap.counts, before, -1);
             count(&mut self.snap.counts, key(&record.status), 1);
+            record.series.uptime.enter(now, key(&record.status));
         }
         if let (Some(ops), Some(told)) = (&self.ops, applied.told) {
             told.tell(ops.as_ref(), &record.status, entry);

@@ -6,7 +6,8 @@
 
 use super::Loss;
 use crate::probe::{Answer, Deadline, FailureReason, ProbeKind};
-use crate::state::verdict::Reason;
+use crate::state::verdict::{Reason, State};
+use tokio::time::Instant;
 
 /// Upper bounds of a histogram's buckets, with their `le` label values
 /// spelled once (formatting floats is most of a scrape's cost otherwise).
@@ -97,6 +98,40 @@ impl<K> Default for Counters<K> {
     }
 }
 
+/// The availability SLI as two clocks: seconds the server was judged
+/// outside a maintenance window, and of those, seconds it was down. They
+/// move with time, not with probes (a server that cannot be reached is
+/// probed no more, and is down all the same), so each read adds the time
+/// since the last change of what the server counts as.
+#[derive(Clone, Debug, Default)]
+pub struct Uptime {
+    observed: f64,
+    down: f64,
+    /// Since when, and whether the time counts as observed and as down.
+    since: Option<(Instant, bool, bool)>,
+}
+
+impl Uptime {
+    /// From `now`, the server counts as `state`, in maintenance or not.
+    pub fn enter(&mut self, now: Instant, (state, in_maintenance): (State, bool)) {
+        (self.observed, self.down) = self.at(now);
+        let observed = state != State::Unknown && !in_maintenance;
+        self.since = Some((now, observed, observed && !state.is_up()));
+    }
+
+    /// Seconds observed and seconds down, up to `now`.
+    pub fn at(&self, now: Instant) -> (f64, f64) {
+        let Some((since, observed, down)) = self.since else {
+            return (self.observed, self.down);
+        };
+        let t = now.saturating_duration_since(since).as_secs_f64();
+        (
+            self.observed + if observed { t } else { 0.0 },
+            self.down + if down { t } else { 0.0 },
+        )
+    }
+}
+
 /// One synthetic tool probe's series.
 #[derive(Clone, Debug)]
 pub struct ToolSeries {
@@ -119,6 +154,8 @@ pub struct Series {
     pub health_check_present: bool,
     /// State transitions.
     pub state_changes: u64,
+    /// Time observed and time down, the availability SLI.
+    pub uptime: Uptime,
     /// Probes sent, by kind.
     pub probes: Counters<ProbeKind>,
     /// Probe ticks skipped, by kind (throttled probes included).
@@ -355,6 +392,38 @@ mod tests {
     use super::*;
     use crate::transport::ProcessSample;
     use crate::transport::procstat::RunState;
+
+    #[test]
+    fn uptime_counts_judged_time_outside_maintenance_and_the_down_part_of_it() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + std::time::Duration::from_secs(s);
+        let mut u = Uptime::default();
+        assert_eq!(u.at(at(5)), (0.0, 0.0), "nothing entered, nothing counted");
+        u.enter(at(0), (State::Unknown, false));
+        assert_eq!(u.at(at(3)), (0.0, 0.0), "no verdict yet is not observed");
+        u.enter(at(3), (State::Healthy, false));
+        assert_eq!(u.at(at(13)), (10.0, 0.0));
+        u.enter(at(13), (State::Degraded, false));
+        u.enter(at(18), (State::Unhealthy, false));
+        assert_eq!(
+            u.at(at(20)),
+            (17.0, 2.0),
+            "degraded is up, unhealthy is down"
+        );
+        u.enter(at(20), (State::Unhealthy, true));
+        assert_eq!(
+            u.at(at(80)),
+            (17.0, 2.0),
+            "maintenance is out of the budget"
+        );
+        u.enter(at(80), (State::Unhealthy, false));
+        assert_eq!(u.at(at(81)), (18.0, 3.0));
+        assert_eq!(
+            u.at(at(79)),
+            (17.0, 2.0),
+            "a read before the last change adds nothing"
+        );
+    }
 
     #[test]
     fn child_cpu_only_moves_forward_and_a_new_process_counts_from_zero() {

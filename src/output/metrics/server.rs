@@ -9,6 +9,7 @@ use crate::output::families::Family;
 use crate::state::ServerRecord;
 use crate::state::series::{Counters, Series, unix_seconds};
 use crate::state::verdict::State;
+use tokio::time::Instant;
 
 /// The `le` bounds the small exposition keeps of liveness histograms: the
 /// alert's 0.5 s threshold needs a bound at it and one above.
@@ -16,13 +17,16 @@ const SMALL_LATENCY: &[&str] = &["0.01", "0.1", "0.5", "2.5"];
 /// The `le` bounds the small exposition keeps of tool call histograms.
 const SMALL_TOOL_CALL: &[&str] = &["0.1", "1", "10", "60"];
 
-/// Write every sample of server `id`.
-pub fn render(id: &str, r: &ServerRecord, x: Exposition, w: &mut Writer) {
+/// Write every sample of server `id`, its clocks read at `now`.
+pub fn render(id: &str, r: &ServerRecord, x: Exposition, now: Instant, w: &mut Writer) {
     // Ids are restricted to `[A-Za-z0-9_.-]`; the writer escapes anyway.
     let server = ("server", id);
     status(server, r, w);
     descriptive(server, r, x, w);
     counters(server, &r.series, x, w);
+    let (observed, down) = r.series.uptime.at(now);
+    w.sample(Family::ObservedSeconds, &[server], Float(observed));
+    w.sample(Family::DownSeconds, &[server], Float(down));
     durations(server, &r.series, x, w);
 }
 

@@ -425,3 +425,57 @@ fn removed_servers_vanish_and_readded_ones_start_fresh() {
     let text = render(&mut o);
     assert!(text.contains("mcpmon_probes_total{probe=\"ping\",server=\"a\"} 0"));
 }
+
+#[test]
+fn the_availability_clocks_read_judged_time_and_the_down_part_of_it_at_the_scrape() {
+    let mut o = Owner::new(FleetPolicy::default(), 1);
+    let start = Instant::now() - Duration::from_secs(100);
+    let failed_at = start + Duration::from_secs(60);
+    add(&mut o, &spec("s"), start);
+    event(&mut o, "s", opened(), start);
+    for _ in 0..3 {
+        event(
+            &mut o,
+            "s",
+            Observation::Probe {
+                outcome: answered(ProbeKind::Ping, 1),
+                was_late: false,
+            },
+            start,
+        );
+    }
+    for _ in 0..10 {
+        let outcome = crate::state::testing::failed(ProbeKind::Ping, FailureReason::Closed);
+        event(
+            &mut o,
+            "s",
+            Observation::Probe {
+                outcome,
+                was_late: false,
+            },
+            failed_at,
+        );
+    }
+    let snap = o.publish();
+    assert_eq!(snap.servers["s"].status.status, State::Unhealthy);
+    let text = Metrics::new("test", Exposition::default())
+        .expect("metrics")
+        .render(&snap);
+    let value = |name: &str| -> f64 {
+        let line = lines(&text, &format!("{name}{{server=\"s\"}} "));
+        assert_eq!(line.len(), 1, "{name} in:\n{text}");
+        line[0]
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("a number")
+    };
+    // Judged from the first answer (100 s ago), down for the last 40 s; the
+    // scrape is a moment after `publish`, hence the second of slack.
+    let (observed, down) = (
+        value("mcpmon_server_observed_seconds_total"),
+        value("mcpmon_server_down_seconds_total"),
+    );
+    assert!((100.0..101.0).contains(&observed), "observed {observed}");
+    assert!((40.0..41.0).contains(&down), "down {down}");
+}
