@@ -33,7 +33,8 @@
 //! 2. [`transport`]: the [`transport::Session`] trait over stdio children and
 //!    HTTP, the inbound budget, `/proc` sampling. [`discovery`]: the
 //!    file_sd, http_sd, client config and MCP Registry sources, and
-//!    sharding.
+//!    sharding. [`slo`]: the fleet's objectives as Sloth, Pyrra and
+//!    OpenSLO documents.
 //! 3. [`probe`]: liveness, health_check and tool probes, one signature:
 //!    `(session, spec, deadline) -> ProbeOutcome`.
 //! 4. [`state`]: the one owner runs each server's evidence and the pure
@@ -48,7 +49,7 @@
 //!    runs the main loop.
 //! 8. `lib`: this map. `main`: the binary's edge (flags, logging, the
 //!    runtime), with `cli`: one file per command (serve, check-config,
-//!    probe, import). [`fuzzing`]: entry points of the fuzz targets.
+//!    probe, import, slo). [`fuzzing`]: entry points of the fuzz targets.
 
 mod app;
 pub mod config;
@@ -61,6 +62,7 @@ pub mod oneshot;
 pub mod output;
 pub mod probe;
 pub mod redact;
+pub mod slo;
 pub mod state;
 pub mod supervise;
 pub mod transport;

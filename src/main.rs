@@ -77,6 +77,12 @@ pub struct Cli {
     /// StatefulSet names its pods (mcpmon-2 is index 2).
     #[arg(long = "shard.index-from-hostname", conflicts_with = "shard_index")]
     shard_index_from_hostname: bool,
+    /// Where this replica probes from (a region, a site), when several
+    /// replicas probe the same servers: exported as
+    /// mcpmon_location_info{location}, which the shipped rules join to page
+    /// on a server down from at least two locations, not on one broken path.
+    #[arg(long = "location", value_parser = location)]
+    location: Option<String>,
     /// Most handshakes (spawn or connect, and the protocol handshake) at
     /// once; the rest wait their turn, and a server's connect_timeout counts
     /// from it. 0 means four per core, at least four.
@@ -119,6 +125,22 @@ enum Cmd {
         #[arg(long, default_value = "auto")]
         format: String,
     },
+    /// Print availability and latency SLOs for the fleet file's servers
+    /// (objectives from `slo:`) as Sloth, Pyrra or OpenSLO documents.
+    Slo {
+        /// The fleet file.
+        file: PathBuf,
+        /// The document shape.
+        #[arg(long, value_enum, default_value_t = mcpmon::slo::SloFormat::Sloth)]
+        format: mcpmon::slo::SloFormat,
+        /// One objective per value of this label (over the servers that
+        /// have it) instead of one per server.
+        #[arg(long)]
+        by: Option<String>,
+        /// The namespace of Pyrra's objects.
+        #[arg(long, default_value = "monitoring")]
+        namespace: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -151,6 +173,12 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             ref files,
             ref format,
         }) => cli::import::run(files, format),
+        Some(Cmd::Slo {
+            ref file,
+            format,
+            ref by,
+            ref namespace,
+        }) => cli::slo::run(file, format, by.as_deref(), namespace),
         None => cli::serve::run(cli, &runtime),
     };
     // A blocking thread may still run what cannot be stopped (a CEL
@@ -170,6 +198,17 @@ fn telemetry_path(p: &str) -> Result<String, String> {
         ));
     }
     Ok(p.to_owned())
+}
+
+/// A location is a label value of its own: short, and plain.
+fn location(s: &str) -> Result<String, String> {
+    let plain = s
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if s.is_empty() || s.len() > 64 || !plain {
+        return Err(format!("{s:?}: 1 to 64 of [A-Za-z0-9_.-]"));
+    }
+    Ok(s.to_owned())
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {

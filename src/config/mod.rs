@@ -17,6 +17,7 @@ mod raw;
 pub mod registry;
 pub mod relabel;
 mod sd;
+pub mod slo;
 mod spec;
 mod validate;
 pub mod watch;
@@ -233,6 +234,8 @@ tunables! {
     protocol: String = "auto".to_owned();
     /// The level a stdio server's stderr is logged at: off, debug, info, warn.
     stderr_log_level: LogLevel = LogLevel::Debug;
+    /// The objectives `mcpmon slo` writes for the server.
+    slo: slo::Slo = slo::Slo::default();
 }
 
 /// When `/health/fleet` answers 200.

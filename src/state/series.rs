@@ -29,6 +29,10 @@ macro_rules! buckets {
 pub const LATENCY_BUCKETS: Buckets = buckets![
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
 ];
+/// The `le` bounds of [`LATENCY_BUCKETS`] every exposition keeps of the
+/// liveness histogram (the small one keeps only these): the latency
+/// objectives' thresholds, the 0.5 s alert's among them.
+pub const LATENCY_KEPT: &[&str] = crate::config::slo::LATENCY_THRESHOLDS;
 /// Buckets of intervals between progress notifications.
 pub const PROGRESS_BUCKETS: Buckets =
     buckets![0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];

@@ -27,7 +27,7 @@ const TUNABLES: &str = "`ping_interval`, `ping_timeout`, `connect_timeout`, `req
 `health_check_interval`, `health_check_timeout`, `health_check_tool`, `health_check_arguments`, \
 `health_check_max_fields`, `tools_interval`, `stuck_after`, `window`, `rise`, `fall`, `healthy_max_error_ratio`, \
 `healthy_max_latency`, `degraded_max_error_ratio`, `degraded_max_latency`, `backoff_initial`, \
-`backoff_max`, `backoff_reset_after`, `protocol`, `stderr_log_level`";
+`backoff_max`, `backoff_reset_after`, `protocol`, `stderr_log_level`, `slo`";
 
 #[test]
 fn invalid_files_are_pinned_to_their_messages() {
@@ -113,6 +113,19 @@ fn invalid_files_are_pinned_to_their_messages() {
             ]
             .iter()
             .map(|l| format!("tests/testdata/invalid-types.yml:{l}"))
+            .collect(),
+        ),
+        (
+            // Objectives outside a percentage, a bound no exposition keeps,
+            // a window too short for the burn-rate alerts.
+            "tests/testdata/invalid-slo.yml",
+            [
+                "2:23: slo.availability is a percentage above 0 and below 100, got 100",
+                "2:36: slo.window is whole hours, at least 1d (the burn-rate alerts look back up to 3d)",
+                "8:26: slo.latency_threshold must be a bound every exposition keeps of the liveness histogram, in seconds one of 0.01, 0.1, 0.5, 2.5",
+            ]
+            .iter()
+            .map(|l| format!("tests/testdata/invalid-slo.yml:{l}"))
             .collect(),
         ),
         (

@@ -34,6 +34,7 @@ mod reload;
 mod security;
 mod shape;
 mod sharding;
+mod slo;
 mod startup;
 mod status_page;
 mod synthetic;

@@ -113,6 +113,11 @@ impl Validator<'_> {
                 ),
             );
         }
+        if let Some(slo) = &t.slo {
+            for (name, message) in slo.problems() {
+                self.error(&under(&key("slo"), name), message);
+            }
+        }
     }
 
     /// The timers must not contradict each other (errors) and should leave

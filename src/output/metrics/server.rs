@@ -11,9 +11,7 @@ use crate::state::series::{Counters, Series, unix_seconds};
 use crate::state::verdict::State;
 use tokio::time::Instant;
 
-/// The `le` bounds the small exposition keeps of liveness histograms: the
-/// alert's 0.5 s threshold needs a bound at it and one above.
-const SMALL_LATENCY: &[&str] = &["0.01", "0.1", "0.5", "2.5"];
+use crate::state::series::LATENCY_KEPT as SMALL_LATENCY;
 /// The `le` bounds the small exposition keeps of tool call histograms.
 const SMALL_TOOL_CALL: &[&str] = &["0.1", "1", "10", "60"];
 

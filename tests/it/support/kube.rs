@@ -181,11 +181,15 @@ impl Cluster {
         self.send(self.http.get(self.url(path))).await
     }
 
+    /// POST `object` to `path`: the status code and the answer.
+    pub async fn post(&self, path: &str, object: Value) -> (u16, Value) {
+        self.send(self.http.post(self.url(path)).json(&object))
+            .await
+    }
+
     /// POST `object` to `path`; panics unless it was created.
     pub async fn create(&self, path: &str, object: Value) -> Value {
-        let (code, v) = self
-            .send(self.http.post(self.url(path)).json(&object))
-            .await;
+        let (code, v) = self.post(path, object).await;
         assert!(code == 201 || code == 200, "POST {path}: {code} {v}");
         v
     }
