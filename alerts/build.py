@@ -37,6 +37,24 @@ SELECTOR = ""
 RUNBOOK_BASE = "https://github.com/mcpmon/mcpmon/blob/main/docs/runbook.md"
 CARRIED_LABELS = ["team"]
 
+# The availability objective the burn-rate alerts hold every server to,
+# in percent (per-server objectives: `mcpmon slo` writes them for Sloth and
+# Pyrra, which generate their own alerts).
+SLO_AVAILABILITY = 99.9
+
+# The SRE workbook's multi-window, multi-burn-rate alerts for a 30-day
+# budget: (long window, short window, burn rate, severity).
+BURN_RATES = [
+    ("1h", "5m", 14.4, "critical"),
+    ("6h", "30m", 6, "critical"),
+    ("1d", "2h", 3, "warning"),
+    ("3d", "6h", 1, "warning"),
+]
+
+# A server is paged on when it is down from at least this many locations
+# (replicas started with --location).
+LOCATIONS_DOWN = 2
+
 # Placeholders in the chart's copy, replaced by its template.
 HELM_SELECTOR = "__MCPMON_SELECTOR__"
 HELM_RUNBOOK = "__MCPMON_RUNBOOK_BASE__"
@@ -76,6 +94,20 @@ class Mixin:
             self.runbook(anchor or name.lower()), for_, labels,
         )
 
+    def fleet_server_alert(self, name, expr, severity, summary, description, for_=None, anchor=None):
+        """An alert on a server across the replicas that watch it (by
+        `server` only): locations and shards folded, labels and maintenance
+        joined on by server."""
+        labels = {"severity": severity}
+        for n in CARRIED_LABELS:
+            labels[n] = "{{ $labels.label_%s }}" % n
+        carried = ", ".join(f"label_{n}" for n in CARRIED_LABELS)
+        quiet = f"unless on (server) {self.m('mcpmon_server_maintenance')}"
+        joined = (f"(({expr}) {quiet})\n  * on (server) group_left ({carried})\n"
+                  f"max by (server, {carried}) ({self.m('mcpmon_server_labels')})")
+        return alert(name, joined, severity, summary, description,
+                     self.runbook(anchor or name.lower()), for_, labels)
+
     def recording(self):
         m = self.m
         timeouts = m("mcpmon_probe_failures_total", 'probe=~"ping|discover"', 'reason="timeout"')
@@ -109,9 +141,33 @@ class Mixin:
             record("job_mechanism:mcpmon_sd_servers:max",
                    f"max by (job, mechanism) ({m('mcpmon_sd_servers')})"),
         ]
+        windows = sorted({w for long, short, _, _ in BURN_RATES for w in (long, short)}, key=seconds)
+        # The share of observed time a server was down, from the location
+        # that saw the least of it: a broken path burns no budget (the
+        # location rules page on that), a dead server burns it everywhere.
+        slo = [
+            record(f"server:mcpmon_server_down:ratio_rate{w}",
+                   f"min by (server) (\n"
+                   f"  sum by (job, instance, server) (rate({m('mcpmon_server_down_seconds_total')}[{w}]))\n"
+                   f"  / on (job, instance, server)\n"
+                   f"  sum by (job, instance, server) (rate({m('mcpmon_server_observed_seconds_total')}[{w}]))\n"
+                   f")")
+            for w in windows
+        ]
+        # Each server's up from each location: a replica's location joined
+        # on from mcpmon_location_info.
+        locations = [
+            record("server_location:mcpmon_server_up:max",
+                   f"max by (server, location) (\n"
+                   f"  {m('mcpmon_server_up')}\n"
+                   f"  * on (job, instance) group_left (location) {m('mcpmon_location_info')}\n"
+                   f")"),
+        ]
         return {"groups": [
             {"name": "mcpmon.recording.servers", "rules": per_server},
             {"name": "mcpmon.recording.fleet", "rules": fleet},
+            {"name": "mcpmon.recording.slo", "rules": slo},
+            {"name": "mcpmon.recording.locations", "rules": locations},
         ]}
 
     def alerts(self):
@@ -125,8 +181,14 @@ class Mixin:
         reason = ("{{ with printf \"mcpmon_server_reason{server='%s'}\" $labels.server | query }}"
                   "{{ . | first | label \"reason\" }}{{ end }}")
         servers = [
+            # Where replicas probe from several locations, one location's
+            # verdict is one path's: McpServerDownFromLocations pages then.
             self.server_alert(
-                "McpServerUnhealthy", f"{unhealthy} == 1", "critical",
+                "McpServerUnhealthy",
+                f"{unhealthy} == 1\n"
+                f"unless on (job, instance) ({m('mcpmon_location_info')}\n"
+                f"  and on () count(count by (location) ({m('mcpmon_location_info')})) > 1)",
+                "critical",
                 "MCP server {{ $labels.server }} is unhealthy",
                 "mcpmon has judged MCP server {{ $labels.server }} unhealthy for more than a minute "
                 f"(reason: {reason}). See /health/servers/{{{{ $labels.server }}}} on {{{{ $labels.instance }}}} "
@@ -195,6 +257,53 @@ class Mixin:
                 "{{ $value | humanizeDuration }}; once it does, mcpmon (and every client) refuses it (tls_failed).",
                 for_="1h"),
         ]
+        budget = round(1 - SLO_AVAILABILITY / 100, 10)
+
+        def burn(severity):
+            pairs = [
+                f"(server:mcpmon_server_down:ratio_rate{long} > {rate} * {budget}\n"
+                f" and server:mcpmon_server_down:ratio_rate{short} > {rate} * {budget})"
+                for long, short, rate, sev in BURN_RATES if sev == severity
+            ]
+            return "\nor\n".join(pairs)
+
+        slo = [
+            self.fleet_server_alert(
+                "McpServerErrorBudgetBurn", burn("critical"), "critical",
+                "MCP server {{ $labels.server }} is burning its error budget fast",
+                "{{ $labels.server }} has spent over 2% of its 30-day error budget in an hour, or over 5% in "
+                f"six hours (the SRE workbook's 1h/5m and 6h/30m windows, for {SLO_AVAILABILITY}% availability): "
+                "at this pace the budget is gone within days. `server:mcpmon_server_down:ratio_rate1h` has the share.",
+                for_="2m"),
+            self.fleet_server_alert(
+                "McpServerErrorBudgetBurnSlow", burn("warning"), "warning",
+                "MCP server {{ $labels.server }} is spending its error budget too fast",
+                "{{ $labels.server }} has spent over 10% of its 30-day error budget in a day, or in three "
+                f"days (the 1d/2h and 3d/6h windows, for {SLO_AVAILABILITY}% availability): at this pace the budget "
+                "runs out before the month does. `server:mcpmon_server_down:ratio_rate1d` has the share.",
+                for_="15m"),
+        ]
+        located = m("mcpmon_location_info")
+        locations = [
+            self.fleet_server_alert(
+                "McpServerDownFromLocations",
+                f"count by (server) (server_location:mcpmon_server_up:max == 0) >= {LOCATIONS_DOWN}",
+                "critical",
+                "MCP server {{ $labels.server }} is down from {{ $value }} locations",
+                "mcpmon replicas in {{ $value }} locations judge {{ $labels.server }} unhealthy: the server "
+                "is down, not one path to it. `count by (location) (server_location:mcpmon_server_up:max"
+                "{server=\"{{ $labels.server }}\"} == 0)` shows which.",
+                for_="1m"),
+            alert("McpmonLocationSilent",
+                  f"count by (location) (max_over_time({located}[1d]))\n"
+                  f"unless count by (location) ({located})",
+                  "warning",
+                  "No mcpmon reports from location {{ $labels.location }}",
+                  "The replicas of {{ $labels.location }} reported in the last day and report no more: "
+                  "servers are judged from fewer places, so McpServerDownFromLocations needs more of the "
+                  "rest to agree, and a server down only from there goes unseen.",
+                  self.runbook("mcpmonlocationsilent"), "5m"),
+        ]
         fleet = [
             alert("McpFleetBelowQuorum",
                   f"{m('mcpmon_fleet_available_ratio')} < {m('mcpmon_fleet_policy_min_available_ratio')}",
@@ -260,9 +369,16 @@ class Mixin:
         ]
         return {"groups": [
             {"name": "mcpmon.servers", "rules": servers},
+            {"name": "mcpmon.slo", "rules": slo},
+            {"name": "mcpmon.locations", "rules": locations},
             {"name": "mcpmon.fleet", "rules": fleet},
             {"name": "mcpmon.self", "rules": selfs},
         ]}
+
+
+def seconds(window):
+    """A Prometheus duration (5m, 1h, 3d) in seconds, to order windows."""
+    return int(window[:-1]) * {"m": 60, "h": 3600, "d": 86400}[window[-1]]
 
 
 def record(name, expr):

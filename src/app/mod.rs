@@ -82,6 +82,9 @@ pub struct Options {
     pub extra_listeners: Vec<TcpListener>,
     /// This replica's share of the fleet.
     pub shard: Shard,
+    /// Where this replica probes from, when several do
+    /// (`mcpmon_location_info`).
+    pub location: Option<String>,
     /// What `/metrics` carries per server.
     pub exposition: crate::output::metrics::Exposition,
     /// Most handshakes at once; four per core when `None`.
@@ -194,6 +197,9 @@ impl Service {
         let path = config.path.clone();
         let own = own_addresses(&listener, &options.extra_listeners);
         metrics.set_shard(shard.index, shard.count);
+        if let Some(location) = &options.location {
+            metrics.set_location(location);
+        }
         let (sd_cancel, fleet_sender) = (cancel.child_token(), fleet_tx.clone());
         let fleet = Fleet::start(
             config,

@@ -49,6 +49,7 @@ pub fn run(cli: crate::Cli, runtime: &tokio::runtime::Runtime) -> anyhow::Result
             telemetry_path: Some(cli.telemetry_path.clone()),
             extra_listeners: listeners,
             shard,
+            location: cli.location.clone(),
             handshakes: (cli.handshake_concurrency > 0).then_some(cli.handshake_concurrency),
             otlp,
             exposition: Exposition {

@@ -82,6 +82,8 @@ pub struct Metrics {
     pub http_duration: prometheus::HistogramVec,
     /// `mcpmon_shard_info{index, count}`
     shard_info: IntGaugeVec,
+    /// `mcpmon_location_info{location}`
+    location_info: IntGaugeVec,
     /// `mcpmon_otlp_exports_total{signal, result}` and
     /// `mcpmon_otlp_spans_dropped_total{reason}`: what the OTLP push did.
     pub otlp: crate::output::otlp::Counters,
@@ -135,6 +137,13 @@ impl Metrics {
                 ),
                 &["index", "count"],
             )?,
+            location_info: IntGaugeVec::new(
+                opts(
+                    "location_info",
+                    "Where this replica probes from (--location), always 1: rules join it on instance to tell a server down from several places from a broken path.",
+                ),
+                &["location"],
+            )?,
             otlp: crate::output::otlp::Counters::new(
                 prometheus::IntCounterVec::new(
                     opts(
@@ -167,6 +176,7 @@ impl Metrics {
         r.register(Box::new(m.http_requests.clone()))?;
         r.register(Box::new(m.http_duration.clone()))?;
         r.register(Box::new(m.shard_info.clone()))?;
+        r.register(Box::new(m.location_info.clone()))?;
         for family in m.otlp.families() {
             r.register(Box::new(family))?;
         }
@@ -196,6 +206,13 @@ impl Metrics {
         self.shard_info
             .with_label_values(&[&index.to_string(), &count.to_string()])
             .set(1);
+        self.bump();
+    }
+
+    /// Where this replica probes from.
+    pub fn set_location(&self, location: &str) {
+        self.location_info.reset();
+        self.location_info.with_label_values(&[location]).set(1);
         self.bump();
     }
 
