@@ -23,6 +23,7 @@ mod kube_sd;
 mod kubernetes;
 mod layers;
 mod load_balancers;
+mod locations;
 mod maintenance;
 mod monitor;
 mod otlp;
