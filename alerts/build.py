@@ -141,7 +141,8 @@ class Mixin:
             record("job_mechanism:mcpmon_sd_servers:max",
                    f"max by (job, mechanism) ({m('mcpmon_sd_servers')})"),
         ]
-        windows = sorted({w for long, short, _, _ in BURN_RATES for w in (long, short)}, key=seconds)
+        # The alerts' windows, and the budget's own (dashboards read it).
+        windows = sorted({w for long, short, _, _ in BURN_RATES for w in (long, short)} | {"30d"}, key=seconds)
         # The share of observed time a server was down, from the location
         # that saw the least of it: a broken path burns no budget (the
         # location rules page on that), a dead server burns it everywhere.

@@ -127,6 +127,12 @@ SERVER_LINK = (
 # p99 liveness latency above this for 10m fires McpServerPingLatencyHigh.
 LATENCY_ALERT_SECONDS = 0.5
 
+# The availability objective of the mixin's burn-rate alerts (alerts/build.py).
+SLO_AVAILABILITY = 99.9
+BUDGET = round(1 - SLO_AVAILABILITY / 100, 10)
+# Its windows, and the burn rate each alerts at.
+BURN_WINDOWS = [("1h", 14.4), ("6h", 6), ("1d", 3), ("3d", 1)]
+
 
 def server_links(label="${__field.labels.server}"):
     return [{"title": "Server detail", "url": SERVER_LINK.format(server=label)}]
@@ -327,6 +333,19 @@ def fleet():
             options={"colorMode": "background", "reduceOptions": {"calcs": ["lastNotNull"]}},
         )
     )
+    panels.append(collapsed_row(L, "Locations (replicas with --location)", [
+        ("timeseries", "Servers down, by location",
+         [target('count by (location) (server_location:mcpmon_server_up:max{server=~"$server"} == 0)', "{{location}}", "A"),
+          target('count(count without (location) (server_location:mcpmon_server_up:max{server=~"$server"} == 0) >= 2)',
+                 "down from 2 or more", "B")],
+         "Servers each location's replicas judge down. Down from one location only is that location's path; "
+         "down from two or more is the server (McpServerDownFromLocations).",
+         {"fieldConfig": {"defaults": {"unit": "none", "decimals": 0}, "overrides": []}}),
+        ("table", "Locations reporting",
+         [target("count by (location) (mcpmon_location_info)", "{{location}}", instant=True, fmt="table")],
+         "Replicas per location now. A location that stopped reporting fires McpmonLocationSilent.",
+         {}),
+    ]))
     variables = [
         datasource_var(),
         query_var("job", "Job", "label_values(mcpmon_build_info, job)", True),
@@ -420,6 +439,7 @@ def server():
             fieldConfig={"defaults": {"unit": "none", "decimals": 0}, "overrides": []},
         ),
     ]
+    panels += budget_row(L)
     # What mcpmon exports only when asked (docs/metrics.md): a collapsed row,
     # so the dashboard stays whole at the default series budget.
     row_id, row_pos = L.place(24, 1)
@@ -482,6 +502,14 @@ def server():
         "id": row_id, "type": "row", "title": "Detail (--metrics.detail, --metrics.histograms=classic, HTTPS)",
         "collapsed": True, "gridPos": row_pos, "panels": detail_panels,
     })
+    L.next_id = detail.next_id
+    panels.append(collapsed_row(L, "Locations (replicas with --location)", [
+        ("timeseries", "Up from each location",
+         [target('server_location:mcpmon_server_up:max{server="$server"}', "{{location}}")],
+         "1 where the replicas of a location judge the server up. Down from one location is a broken path; "
+         "McpServerDownFromLocations pages at two.",
+         {"fieldConfig": {"defaults": {"unit": "none", "min": 0, "max": 1}, "overrides": []}}),
+    ]))
     variables = [
         datasource_var(),
         query_var("job", "Job", "label_values(mcpmon_build_info, job)", True),
@@ -494,6 +522,62 @@ def server():
         links=[{"title": "Fleet overview", "type": "link",
                 "url": "/d/mcpmon-fleet/mcpmon-fleet?var-job=${job}&var-datasource=${datasource}&${__url_time_range}"}],
     )
+
+
+def budget_row(L):
+    """A row of the server's availability and error budget, from the
+    mixin's burn-rate recording rules (one series per server, locations
+    folded)."""
+    row_id, row_pos = L.place(24, 1)
+    L.x, L.y, L.row_h = 0, row_pos["y"] + 1, 0
+    sel = 'server="$server"'
+    ratio = f"server:mcpmon_server_down:ratio_rate30d{{{sel}}}"
+    row = {"id": row_id, "type": "row", "title": f"Error budget ({SLO_AVAILABILITY}% over 30 days)",
+           "collapsed": False, "gridPos": row_pos, "panels": []}
+    return [
+        row,
+        panel(
+            L, "stat", "Availability, 30 days",
+            [target(f"1 - {ratio}", instant=True)],
+            w=6, h=4, description="Share of the observed time the server was up (maintenance windows left out).",
+            fieldConfig={"defaults": {"unit": "percentunit", "decimals": 3, "thresholds": {"mode": "absolute", "steps": [
+                {"color": "red", "value": None}, {"color": "green", "value": SLO_AVAILABILITY / 100}]}}, "overrides": []},
+        ),
+        panel(
+            L, "stat", "Error budget left",
+            [target(f"1 - {ratio} / {BUDGET}", instant=True)],
+            w=6, h=4, description=f"What is left of the 30-day budget of a {SLO_AVAILABILITY}% objective (below 0: spent).",
+            fieldConfig={"defaults": {"unit": "percentunit", "decimals": 1, "thresholds": {"mode": "absolute", "steps": [
+                {"color": "red", "value": None}, {"color": "orange", "value": 0}, {"color": "green", "value": 0.25}]}},
+                "overrides": []},
+        ),
+        panel(
+            L, "timeseries", "Burn rate",
+            [target(f"server:mcpmon_server_down:ratio_rate{w}{{{sel}}} / {BUDGET}", f"{w} (alerts at {rate}x)", chr(65 + i))
+             for i, (w, rate) in enumerate(BURN_WINDOWS)],
+            w=12, h=8,
+            description="How many times faster than the 30-day pace the budget is spent, per window: "
+                        "McpServerErrorBudgetBurn pages at 14.4x over 1h and 6x over 6h, "
+                        "McpServerErrorBudgetBurnSlow tickets at 3x over 1d and 1x over 3d.",
+            fieldConfig={"defaults": {"unit": "none", "decimals": 1,
+                                      "custom": {"thresholdsStyle": {"mode": "dashed"}},
+                                      "thresholds": {"mode": "absolute", "steps": [
+                                          {"color": "green", "value": None}, {"color": "red", "value": 14.4}]}},
+                         "overrides": []},
+        ),
+    ]
+
+
+def collapsed_row(L, title, specs):
+    """A collapsed row of panels, each (kind, title, targets, description, extra)."""
+    row_id, row_pos = L.place(24, 1)
+    inner = Layout()
+    inner.y = row_pos["y"] + 1
+    inner.next_id = L.next_id
+    inside = [panel(inner, kind, title, targets, description=desc, **extra)
+              for kind, title, targets, desc, extra in specs]
+    L.next_id = inner.next_id
+    return {"id": row_id, "type": "row", "title": title, "collapsed": True, "gridPos": row_pos, "panels": inside}
 
 
 # The Helm chart ships them in a ConfigMap; a chart reads only its own files.

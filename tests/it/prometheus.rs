@@ -463,9 +463,20 @@ fn dashboards_link_servers_both_ways_and_say_what_their_numbers_are() {
     let fleet = load("mcpmon-fleet.json");
     let server = load("mcpmon-server.json");
     let text = |v: &Value| v.to_string();
+    // Every panel, in rows or not.
+    let all = |board: &Value| -> Vec<Value> {
+        let top = board["panels"].as_array().cloned().expect("panels");
+        top.iter()
+            .flat_map(|p| {
+                let inner = p["panels"].as_array().cloned().unwrap_or_default();
+                std::iter::once(p.clone()).chain(inner)
+            })
+            .filter(|p| p["type"] != "row")
+            .collect()
+    };
     // Every fleet panel that shows servers one by one links to the server
     // dashboard with that server selected.
-    for p in fleet["panels"].as_array().expect("panels") {
+    for p in &all(&fleet) {
         let per_server = p["targets"].as_array().expect("targets").iter().any(|t| {
             t["expr"].as_str().is_some_and(|e| e.contains("by (server"))
                 || t["legendFormat"] == "{{server}}"
@@ -501,7 +512,7 @@ fn dashboards_link_servers_both_ways_and_say_what_their_numbers_are() {
     }
     // Every numeric panel says its unit; the latency panel shows the alert's line.
     for board in [&fleet, &server] {
-        for p in board["panels"].as_array().expect("panels") {
+        for p in &all(board) {
             let kind = p["type"].as_str().unwrap_or_default();
             let exempt = [
                 "Reason",
