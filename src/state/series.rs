@@ -102,37 +102,77 @@ impl<K> Default for Counters<K> {
     }
 }
 
-/// The availability SLI as two clocks: seconds the server was judged
-/// outside a maintenance window, and of those, seconds it was down. They
-/// move with time, not with probes (a server that cannot be reached is
-/// probed no more, and is down all the same), so each read adds the time
-/// since the last change of what the server counts as.
+/// Where a server's time goes, as the history and the availability SLI
+/// count it: judged healthy, degraded or unhealthy outside maintenance, or
+/// in a maintenance window (time with no verdict yet goes nowhere).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Spent {
+    /// Healthy.
+    pub healthy: f64,
+    /// Degraded (up, but not well).
+    pub degraded: f64,
+    /// Unhealthy: down.
+    pub down: f64,
+    /// In a maintenance window, whatever the verdict.
+    pub maintenance: f64,
+}
+
+impl Spent {
+    /// Seconds with a verdict outside maintenance: the SLI's total.
+    pub fn observed(&self) -> f64 {
+        self.healthy + self.degraded + self.down
+    }
+
+    /// `self - earlier`, each part at least 0.
+    pub fn since(&self, earlier: &Spent) -> Spent {
+        Spent {
+            healthy: (self.healthy - earlier.healthy).max(0.0),
+            degraded: (self.degraded - earlier.degraded).max(0.0),
+            down: (self.down - earlier.down).max(0.0),
+            maintenance: (self.maintenance - earlier.maintenance).max(0.0),
+        }
+    }
+
+    fn part(&mut self, (state, in_maintenance): (State, bool)) -> Option<&mut f64> {
+        if in_maintenance {
+            return Some(&mut self.maintenance);
+        }
+        match state {
+            State::Healthy => Some(&mut self.healthy),
+            State::Degraded => Some(&mut self.degraded),
+            State::Unhealthy => Some(&mut self.down),
+            State::Unknown => None,
+        }
+    }
+}
+
+/// A server's clocks: where its time went so far. They move with time, not
+/// with probes (a server that cannot be reached is probed no more, and is
+/// down all the same), so each read adds the time since the last change of
+/// what the server counts as.
 #[derive(Clone, Debug, Default)]
 pub struct Uptime {
-    observed: f64,
-    down: f64,
-    /// Since when, and whether the time counts as observed and as down.
-    since: Option<(Instant, bool, bool)>,
+    spent: Spent,
+    /// Since when, and as what, the server counts.
+    since: Option<(Instant, (State, bool))>,
 }
 
 impl Uptime {
     /// From `now`, the server counts as `state`, in maintenance or not.
-    pub fn enter(&mut self, now: Instant, (state, in_maintenance): (State, bool)) {
-        (self.observed, self.down) = self.at(now);
-        let observed = state != State::Unknown && !in_maintenance;
-        self.since = Some((now, observed, observed && !state.is_up()));
+    pub fn enter(&mut self, now: Instant, key: (State, bool)) {
+        self.spent = self.at(now);
+        self.since = Some((now, key));
     }
 
-    /// Seconds observed and seconds down, up to `now`.
-    pub fn at(&self, now: Instant) -> (f64, f64) {
-        let Some((since, observed, down)) = self.since else {
-            return (self.observed, self.down);
-        };
-        let t = now.saturating_duration_since(since).as_secs_f64();
-        (
-            self.observed + if observed { t } else { 0.0 },
-            self.down + if down { t } else { 0.0 },
-        )
+    /// Where the time went, up to `now`.
+    pub fn at(&self, now: Instant) -> Spent {
+        let mut spent = self.spent;
+        if let Some((since, key)) = self.since
+            && let Some(part) = spent.part(key)
+        {
+            *part += now.saturating_duration_since(since).as_secs_f64();
+        }
+        spent
     }
 }
 
@@ -158,7 +198,7 @@ pub struct Series {
     pub health_check_present: bool,
     /// State transitions.
     pub state_changes: u64,
-    /// Time observed and time down, the availability SLI.
+    /// Where its time went: the availability SLI and the history's rows.
     pub uptime: Uptime,
     /// Probes sent, by kind.
     pub probes: Counters<ProbeKind>,
@@ -398,33 +438,36 @@ mod tests {
     use crate::transport::procstat::RunState;
 
     #[test]
-    fn uptime_counts_judged_time_outside_maintenance_and_the_down_part_of_it() {
+    fn uptime_counts_judged_time_by_state_and_maintenance_apart() {
         let t0 = Instant::now();
         let at = |s: u64| t0 + std::time::Duration::from_secs(s);
+        let parts = |x: Spent| (x.healthy, x.degraded, x.down, x.maintenance);
         let mut u = Uptime::default();
-        assert_eq!(u.at(at(5)), (0.0, 0.0), "nothing entered, nothing counted");
+        assert_eq!(
+            u.at(at(5)),
+            Spent::default(),
+            "nothing entered, nothing counted"
+        );
         u.enter(at(0), (State::Unknown, false));
-        assert_eq!(u.at(at(3)), (0.0, 0.0), "no verdict yet is not observed");
+        assert_eq!(
+            u.at(at(3)),
+            Spent::default(),
+            "no verdict yet is not observed"
+        );
         u.enter(at(3), (State::Healthy, false));
-        assert_eq!(u.at(at(13)), (10.0, 0.0));
+        assert_eq!(parts(u.at(at(13))), (10.0, 0.0, 0.0, 0.0));
         u.enter(at(13), (State::Degraded, false));
         u.enter(at(18), (State::Unhealthy, false));
-        assert_eq!(
-            u.at(at(20)),
-            (17.0, 2.0),
-            "degraded is up, unhealthy is down"
-        );
+        assert_eq!(parts(u.at(at(20))), (10.0, 5.0, 2.0, 0.0));
         u.enter(at(20), (State::Unhealthy, true));
-        assert_eq!(
-            u.at(at(80)),
-            (17.0, 2.0),
-            "maintenance is out of the budget"
-        );
+        let x = u.at(at(80));
+        assert_eq!(parts(x), (10.0, 5.0, 2.0, 60.0), "maintenance is apart");
+        assert_eq!((x.observed(), x.down), (17.0, 2.0), "and out of the SLI");
         u.enter(at(80), (State::Unhealthy, false));
-        assert_eq!(u.at(at(81)), (18.0, 3.0));
+        assert_eq!(parts(u.at(at(81)).since(&x)), (0.0, 0.0, 1.0, 0.0));
         assert_eq!(
             u.at(at(79)),
-            (17.0, 2.0),
+            x,
             "a read before the last change adds nothing"
         );
     }

@@ -22,9 +22,9 @@ pub fn render(id: &str, r: &ServerRecord, x: Exposition, now: Instant, w: &mut W
     status(server, r, w);
     descriptive(server, r, x, w);
     counters(server, &r.series, x, w);
-    let (observed, down) = r.series.uptime.at(now);
-    w.sample(Family::ObservedSeconds, &[server], Float(observed));
-    w.sample(Family::DownSeconds, &[server], Float(down));
+    let spent = r.series.uptime.at(now);
+    w.sample(Family::ObservedSeconds, &[server], Float(spent.observed()));
+    w.sample(Family::DownSeconds, &[server], Float(spent.down));
     durations(server, &r.series, x, w);
 }
 
