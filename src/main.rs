@@ -77,6 +77,23 @@ pub struct Cli {
     /// StatefulSet names its pods (mcpmon-2 is index 2).
     #[arg(long = "shard.index-from-hostname", conflicts_with = "shard_index")]
     shard_index_from_hostname: bool,
+    /// The history file (minutely, hourly and daily rows per server, and
+    /// every state change). Default: beside the config file, named after
+    /// it (fleet.yaml keeps fleet.history.db).
+    #[arg(long = "storage.path", value_name = "FILE")]
+    storage_path: Option<PathBuf>,
+    /// How long daily rows and state changes are kept (hourly rows at most
+    /// 90 days, minutely ones a day).
+    #[arg(long = "storage.retention", value_parser = parse_duration, default_value = "400d")]
+    storage_retention: std::time::Duration,
+    /// How often the history adds what happened since: what a kill -9
+    /// loses at most.
+    #[arg(long = "storage.flush-interval", value_parser = parse_duration, default_value = "60s", hide = true)]
+    storage_flush: std::time::Duration,
+    /// Keep no history (the status page and the history API then show
+    /// only the present).
+    #[arg(long = "history.disabled")]
+    history_disabled: bool,
     /// Where this replica probes from (a region, a site), when several
     /// replicas probe the same servers: exported as
     /// mcpmon_location_info{location}, which the shipped rules join to page

@@ -85,6 +85,8 @@ pub struct Options {
     /// Where this replica probes from, when several do
     /// (`mcpmon_location_info`).
     pub location: Option<String>,
+    /// Where the history is kept; none when it is off.
+    pub history: Option<crate::output::history::HistoryConfig>,
     /// What `/metrics` carries per server.
     pub exposition: crate::output::metrics::Exposition,
     /// Most handshakes at once; four per core when `None`.
@@ -164,6 +166,7 @@ struct Service {
     discovery: mpsc::Receiver<discovery::Update>,
     web: WebTasks,
     triggers: Triggers,
+    history: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Service {
@@ -212,6 +215,8 @@ impl Service {
         )
         .await;
         let (reload_tx, reload_rx) = mpsc::channel::<ReloadRequest>(8);
+        let (history, writer) =
+            start_history(options.history.as_ref(), &snap_rx, &metrics, &cancel);
         let api = router::AppState {
             fleet: snap_rx,
             metrics: metrics.clone(),
@@ -221,6 +226,7 @@ impl Service {
                 telemetry_path: options.telemetry_path(),
             },
             shard,
+            history,
         };
         let web = WebTasks::start(listener, options, api, &cancel);
         let triggers = Triggers::new(&path, reload_rx, options);
@@ -234,6 +240,7 @@ impl Service {
             discovery,
             web,
             triggers,
+            history: writer,
         })
     }
 
@@ -291,9 +298,46 @@ impl Service {
         self.fleet.supervisors.stop_all(deadline).await;
         self.cancel.cancel();
         owner_stopped(self.owner, self.otlp).await;
+        // Its last flush: what happened since the one before.
+        if let Some(writer) = self.history {
+            let _ = tokio::time::timeout(CLOSE_GRACE * 2, writer).await;
+        }
         self.web.stopped().await;
         tracing::info!("stopped");
     }
+}
+
+/// Open the history and start its writer, when it is on. A history that
+/// cannot be opened (a read-only directory) is off for this run, said once.
+fn start_history(
+    cfg: Option<&crate::output::history::HistoryConfig>,
+    snapshots: &watch::Receiver<Arc<Snapshot>>,
+    metrics: &Metrics,
+    cancel: &CancellationToken,
+) -> (
+    Option<crate::output::history::History>,
+    Option<tokio::task::JoinHandle<()>>,
+) {
+    use crate::output::history;
+    let Some(cfg) = cfg else {
+        return (None, None);
+    };
+    let opened = match history::History::open(cfg) {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::error!(path = %cfg.path.display(), error = %e, "cannot open the history; running without it");
+            metrics.history_writes.with_label_values(&["failed"]).inc();
+            return (None, None);
+        }
+    };
+    let writer = tokio::spawn(history::run(
+        opened.clone(),
+        snapshots.clone(),
+        cfg.flush_every,
+        metrics.history_writes.clone(),
+        cancel.child_token(),
+    ));
+    (Some(opened), Some(writer))
 }
 
 /// Start the OTLP push when it is configured; probes then sample their

@@ -31,6 +31,11 @@ pub fn run(cli: crate::Cli, runtime: &tokio::runtime::Runtime) -> anyhow::Result
         tracing::warn!(warning = %w, "risky configuration");
     }
     let otlp = mcpmon::output::otlp::config::resolve(&cli.otlp, |k| std::env::var(k).ok())?;
+    let history = (!cli.history_disabled).then(|| mcpmon::output::history::HistoryConfig {
+        path: cli.storage_path.clone().unwrap_or_else(|| beside(file)),
+        retention: cli.storage_retention,
+        flush_every: cli.storage_flush,
+    });
     runtime.block_on(async {
         let mut listeners = Vec::new();
         for address in &cli.listen {
@@ -50,6 +55,7 @@ pub fn run(cli: crate::Cli, runtime: &tokio::runtime::Runtime) -> anyhow::Result
             extra_listeners: listeners,
             shard,
             location: cli.location.clone(),
+            history,
             handshakes: (cli.handshake_concurrency > 0).then_some(cli.handshake_concurrency),
             otlp,
             exposition: Exposition {
@@ -104,4 +110,12 @@ async fn shutdown_signal() {
         _ = term.recv() => tracing::info!("SIGTERM received"),
         _ = int.recv() => tracing::info!("SIGINT received"),
     }
+}
+
+/// The history's default file: beside the config, named after it.
+fn beside(config: &std::path::Path) -> std::path::PathBuf {
+    let stem = config
+        .file_stem()
+        .map_or_else(|| "mcpmon".into(), |s| s.to_string_lossy().into_owned());
+    config.with_file_name(format!("{stem}.history.db"))
 }

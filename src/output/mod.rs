@@ -15,6 +15,7 @@
 
 pub mod families;
 pub mod health;
+pub mod history;
 pub mod lifecycle;
 pub mod metrics;
 pub mod otlp;

@@ -39,6 +39,8 @@ pub struct AppState {
     pub links: Links,
     /// This replica's share of the fleet: `/health/fleet` speaks for it only.
     pub shard: Shard,
+    /// The history, unless it is off.
+    pub history: Option<super::history::History>,
 }
 
 /// Largest request body accepted (there are no body-taking endpoints yet).
@@ -48,7 +50,7 @@ const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Every path the router answers besides the exposition's, in the order
 /// [`router`] routes them; `{id}` names a server.
-pub const PATHS: [&str; 9] = [
+pub const PATHS: [&str; 10] = [
     "/health/fleet",
     "/health/servers/{id}",
     "/-/healthy",
@@ -58,13 +60,14 @@ pub const PATHS: [&str; 9] = [
     "/servers/{id}",
     "/static/status.css",
     "/static/status.js",
+    "/api/v1/history/{id}",
 ];
 
 /// Whether the router answers `path` already, so the exposition may not
 /// be served there.
 pub fn answers(path: &str) -> bool {
-    PATHS.iter().any(|p| match p.strip_suffix("{id}") {
-        Some(prefix) => path.starts_with(prefix),
+    PATHS.iter().any(|p| match p.find('{') {
+        Some(i) => path.starts_with(&p[..i]),
         None => *p == path,
     })
 }
@@ -82,6 +85,7 @@ pub fn router(state: AppState) -> Router {
         server_page,
         css,
         js,
+        history,
     ] = PATHS;
     Router::new()
         .route(&state.links.telemetry_path, get(scrape::metrics))
@@ -97,6 +101,7 @@ pub fn router(state: AppState) -> Router {
         .route(server_page, get(status::server))
         .route(css, get(status::css))
         .route(js, get(status::js))
+        .route(history, get(super::history::api::history))
         // A slow client is answered 408; no endpoint takes a body, and a
         // declared one over the limit is refused before anything reads it.
         .layer(TimeoutLayer::with_status_code(

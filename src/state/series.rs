@@ -104,8 +104,9 @@ impl<K> Default for Counters<K> {
 
 /// Where a server's time goes, as the history and the availability SLI
 /// count it: judged healthy, degraded or unhealthy outside maintenance, or
-/// in a maintenance window (time with no verdict yet goes nowhere).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// in a maintenance window (time with no verdict yet goes nowhere). In
+/// seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Spent {
     /// Healthy.
     pub healthy: f64,

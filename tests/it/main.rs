@@ -17,6 +17,7 @@ mod config;
 mod docs;
 mod faults;
 mod fuzz_regressions;
+mod history;
 mod hostile;
 mod images;
 mod kube_sd;

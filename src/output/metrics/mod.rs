@@ -84,6 +84,8 @@ pub struct Metrics {
     shard_info: IntGaugeVec,
     /// `mcpmon_location_info{location}`
     location_info: IntGaugeVec,
+    /// `mcpmon_history_writes_total{result}`: the history's flushes.
+    pub history_writes: prometheus::IntCounterVec,
     /// `mcpmon_otlp_exports_total{signal, result}` and
     /// `mcpmon_otlp_spans_dropped_total{reason}`: what the OTLP push did.
     pub otlp: crate::output::otlp::Counters,
@@ -144,6 +146,13 @@ impl Metrics {
                 ),
                 &["location"],
             )?,
+            history_writes: prometheus::IntCounterVec::new(
+                opts(
+                    "history_writes_total",
+                    "Flushes of the history file by result (ok, failed): a failed one loses that flush, never a probe.",
+                ),
+                &["result"],
+            )?,
             otlp: crate::output::otlp::Counters::new(
                 prometheus::IntCounterVec::new(
                     opts(
@@ -177,6 +186,7 @@ impl Metrics {
         r.register(Box::new(m.http_duration.clone()))?;
         r.register(Box::new(m.shard_info.clone()))?;
         r.register(Box::new(m.location_info.clone()))?;
+        r.register(Box::new(m.history_writes.clone()))?;
         for family in m.otlp.families() {
             r.register(Box::new(family))?;
         }

@@ -1,0 +1,207 @@
+//! History that survives restarts: what each server's time went to, its
+//! probes and latency, minute by minute for a day, hour by hour for 90
+//! days and day by day for the retention, and every state change, in one
+//! SQLite file. A writer task turns snapshots into rows once per flush
+//! interval (never a write per probe); the endpoints read the file. A file
+//! that cannot be written (a full or read-only disk) costs the history,
+//! counted and logged once, never the probing.
+
+pub mod api;
+pub mod rows;
+pub mod store;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::state::Snapshot;
+use rows::{Resolution, Row, Sampler, Transition, unix};
+use store::{Found, Store, StoreError};
+
+/// Where and how long the history is kept.
+#[derive(Clone, Debug)]
+pub struct HistoryConfig {
+    /// The file.
+    pub path: PathBuf,
+    /// How long daily rows and transitions are kept (hourly ones at most
+    /// 90 days, minutely ones a day).
+    pub retention: Duration,
+    /// How often the writer adds what happened since: a process killed
+    /// loses at most this much.
+    pub flush_every: Duration,
+}
+
+/// The default retention: daily rows for 400 days.
+pub const RETENTION: Duration = Duration::from_secs(400 * 86_400);
+/// The default flush interval.
+pub const FLUSH_EVERY: Duration = Duration::from_secs(60);
+
+/// The open history, shared by the writer and the endpoints.
+#[derive(Clone)]
+pub struct History {
+    store: Arc<Mutex<Store>>,
+    retention: Duration,
+}
+
+/// One server's history over a window, as the API answers it.
+#[derive(Debug, Serialize)]
+pub struct Read {
+    /// The server.
+    pub server: String,
+    /// The window, as asked.
+    pub window: String,
+    /// The rows' period: `minute`, `hour` or `day`.
+    pub resolution: &'static str,
+    /// Share of the observed time up (`null` when nothing was observed).
+    pub uptime: Option<f64>,
+    /// Rows, oldest first, each with its start (unix seconds).
+    pub rows: Vec<Timed>,
+    /// State changes, oldest first (the latest 500).
+    pub transitions: Vec<Transition>,
+}
+
+/// A row and its period's start.
+#[derive(Debug, Serialize)]
+pub struct Timed {
+    /// Unix seconds.
+    pub t: i64,
+    /// The row.
+    #[serde(flatten)]
+    pub row: Row,
+}
+
+impl History {
+    /// Open the history file; a foreign or damaged one is set aside (and
+    /// said so, loudly).
+    pub fn open(cfg: &HistoryConfig) -> Result<History, StoreError> {
+        if let Some(dir) = cfg.path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let (store, found) = Store::open(&cfg.path)?;
+        if let Found::SetAside { why, to } = found {
+            tracing::error!(
+                path = %cfg.path.display(),
+                set_aside = %to.display(),
+                "the history file was refused ({why}); it was moved aside and a new history started"
+            );
+        }
+        Ok(History {
+            store: Arc::new(Mutex::new(store)),
+            retention: cfg.retention,
+        })
+    }
+
+    /// Run `f` on the store off the async threads.
+    async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut s = store.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut s)
+        })
+        .await
+        .unwrap_or_else(|e| Err(StoreError::Task(e.to_string())))
+    }
+
+    /// `server`'s history over the last `window` (at most the retention).
+    pub async fn read(
+        &self,
+        server: &str,
+        window: Duration,
+        asked: &str,
+    ) -> Result<Read, StoreError> {
+        let window = window.min(self.retention);
+        let res = Resolution::for_window(window);
+        let now = SystemTime::now();
+        let since = res.start(unix(now) - window.as_secs() as i64);
+        let (id, after) = (server.to_owned(), unix(now) as f64 - window.as_secs_f64());
+        let (rows, transitions) = self
+            .with(move |s| Ok((s.rows(&id, res, since)?, s.transitions(&id, after, 500)?)))
+            .await?;
+        Ok(Read {
+            server: server.to_owned(),
+            window: asked.to_owned(),
+            resolution: match res {
+                Resolution::Minute => "minute",
+                Resolution::Hour => "hour",
+                Resolution::Day => "day",
+            },
+            uptime: uptime(rows.iter().map(|(_, r)| r)),
+            rows: rows.into_iter().map(|(t, row)| Timed { t, row }).collect(),
+            transitions,
+        })
+    }
+
+    /// Bytes the file takes.
+    pub async fn size(&self) -> Result<u64, StoreError> {
+        self.with(|s| s.size()).await
+    }
+}
+
+/// Share of the observed time up over `rows`; `None` when none was observed.
+pub fn uptime<'a>(rows: impl Iterator<Item = &'a Row>) -> Option<f64> {
+    let (observed, down) = rows.fold((0.0, 0.0), |(o, d), r| {
+        (o + r.spent.observed(), d + r.spent.down)
+    });
+    (observed > 0.0).then(|| 1.0 - down / observed)
+}
+
+/// Write the history from `fleet`'s snapshots every `every` until
+/// `cancel`, then once more (what happened since the last flush).
+pub async fn run(
+    history: History,
+    mut fleet: watch::Receiver<Arc<Snapshot>>,
+    every: Duration,
+    failures: prometheus::IntCounterVec,
+    cancel: CancellationToken,
+) {
+    let recorded = history
+        .with(|s| s.last_transitions())
+        .await
+        .unwrap_or_default();
+    let mut sampler = Sampler::after(recorded);
+    let mut failing = false;
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        let last = tokio::select! {
+            _ = cancel.cancelled() => true,
+            _ = tick.tick() => false,
+        };
+        // The owner's last snapshot, once it has stopped.
+        let _ = fleet.has_changed();
+        let snap = fleet.borrow_and_update().clone();
+        let rows::Sample { rows, transitions } = sampler.sample(&snap, tokio::time::Instant::now());
+        let now = SystemTime::now();
+        let minute = Resolution::Minute.start(unix(now));
+        let rows: Vec<(String, i64, Row)> =
+            rows.into_iter().map(|(id, r)| (id, minute, r)).collect();
+        let retention = history.retention;
+        let wrote = history
+            .with(move |s| s.flush(&rows, &transitions, now, retention))
+            .await;
+        let result = if wrote.is_ok() { "ok" } else { "failed" };
+        failures.with_label_values(&[result]).inc();
+        // Once per change: a full disk writes one error, not one a minute.
+        match (&wrote, failing) {
+            (Err(e), false) => {
+                tracing::error!(error = %e, "cannot write the history; probing goes on")
+            }
+            (Ok(()), true) => tracing::info!("the history is written again"),
+            _ => {}
+        }
+        failing = wrote.is_err();
+        if last {
+            break;
+        }
+    }
+}

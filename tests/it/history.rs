@@ -1,0 +1,187 @@
+//! The history survives restarts: a real mcpmon writes it, is stopped with
+//! SIGTERM (and later killed with SIGKILL), and the next one on the same
+//! file serves the same past through the history API: nothing lost to a
+//! SIGTERM, at most one flush interval to a kill -9. A history file in a
+//! place that cannot hold one costs the history, never the probing.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// Flushes in the tests: what a kill -9 may lose.
+const FLUSH: &str = "500ms";
+
+fn fleet(demo_url: &str) -> String {
+    format!(
+        r#"
+global:
+  ping_interval: 200ms
+  ping_timeout: 150ms
+  backoff_initial: 200ms
+  backoff_max: 500ms
+servers:
+  - {{id: search, transport: http, url: "{demo_url}"}}
+"#
+    )
+}
+
+/// `search`'s history over the last hour: (observed seconds, down
+/// seconds, uptime, transitions).
+async fn past(m: &Binary) -> (f64, f64, Option<f64>, Vec<Value>) {
+    let (code, v) = m.get_json("/api/v1/history/search?window=1h").await;
+    assert_eq!(code, 200, "{v}");
+    let rows = v["rows"].as_array().cloned().unwrap_or_default();
+    let sum = |k: &str| {
+        rows.iter()
+            .map(|r| r[k].as_f64().unwrap_or(0.0))
+            .sum::<f64>()
+    };
+    let observed = sum("healthy") + sum("degraded") + sum("down");
+    let transitions = v["transitions"].as_array().cloned().unwrap_or_default();
+    (observed, sum("down"), v["uptime"].as_f64(), transitions)
+}
+
+async fn start(file: &std::path::Path, db: &std::path::Path) -> Binary {
+    let db = db.display().to_string();
+    Binary::start(
+        file,
+        &["--storage.path", &db, "--storage.flush-interval", FLUSH],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_survives_sigterm_whole_and_kill_9_but_for_one_flush() {
+    let mut server = demo_http(&["--name", "search"], 0).await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let (file, db) = (dir.path().join("fleet.yaml"), dir.path().join("h.db"));
+    std::fs::write(&file, fleet(&server.url)).expect("fleet");
+
+    // Up for a while, then down for a while: an uptime strictly between.
+    let mut first = start(&file, &db).await;
+    first
+        .wait_status("search", "healthy", Duration::from_secs(10))
+        .await;
+    eventually(
+        "two seconds of history",
+        Duration::from_secs(20),
+        async || {
+            let (observed, ..) = past(&first).await;
+            if observed >= 2.0 {
+                Ok(())
+            } else {
+                Err(observed)
+            }
+        },
+    )
+    .await;
+    server.kill().await;
+    first
+        .wait_status("search", "unhealthy", Duration::from_secs(10))
+        .await;
+    eventually("a second of it down", Duration::from_secs(20), async || {
+        let (_, down, ..) = past(&first).await;
+        if down >= 1.0 { Ok(()) } else { Err(down) }
+    })
+    .await;
+
+    // SIGTERM: the last flush writes what happened since the one before.
+    let lived = metric_sum(&first, "mcpmon_server_observed_seconds_total").await;
+    first.signal(libc::SIGTERM);
+    assert!(first.wait_exit(Duration::from_secs(15)).await.success());
+    let second = start(&file, &db).await;
+    let (observed, down, uptime, transitions) = past(&second).await;
+    assert!(
+        observed >= lived,
+        "{observed} s in the history, {lived} s lived: a SIGTERM loses nothing"
+    );
+    let uptime = uptime.expect("an uptime");
+    assert!(uptime > 0.0 && uptime < 1.0, "{uptime}");
+    assert!((uptime - (1.0 - down / observed)).abs() < 1e-9);
+    let states: Vec<&str> = transitions
+        .iter()
+        .filter_map(|t| t["state"].as_str())
+        .collect();
+    assert_eq!(states, ["healthy", "unhealthy"], "{transitions:?}");
+    assert_eq!(transitions[1]["reason"], "unreachable", "{transitions:?}");
+
+    // kill -9: what the second lived is there, but for one flush.
+    second
+        .wait_status("search", "unhealthy", Duration::from_secs(10))
+        .await;
+    eventually(
+        "the second's own time written",
+        Duration::from_secs(20),
+        async || {
+            let (now, ..) = past(&second).await;
+            if now >= observed + 1.0 {
+                Ok(())
+            } else {
+                Err(now)
+            }
+        },
+    )
+    .await;
+    let lived = metric_sum(&second, "mcpmon_server_observed_seconds_total").await;
+    let mut second = second;
+    second.signal(libc::SIGKILL);
+    second.wait_exit(Duration::from_secs(10)).await;
+    let third = start(&file, &db).await;
+    let (after, ..) = past(&third).await;
+    let flush = 0.5;
+    assert!(
+        after >= observed + lived - flush - 0.2,
+        "{after} s after the kill; {observed} s before the second, which lived {lived} s"
+    );
+    // Each run adds its own first verdict; none is written twice.
+    let (_, _, _, again) = past(&third).await;
+    let at: Vec<f64> = again.iter().filter_map(|t| t["at"].as_f64()).collect();
+    assert!(
+        at.len() >= 3 && at.windows(2).all(|w| w[0] < w[1]),
+        "{again:?}"
+    );
+    assert_eq!(
+        again[..2],
+        transitions[..2],
+        "the first run's, as they were"
+    );
+}
+
+/// The sum of `name`'s samples on `m`'s /metrics.
+async fn metric_sum(m: &Binary, name: &str) -> f64 {
+    let text = m.metrics().await;
+    exposition::sum(&text, name, &[])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_that_cannot_be_opened_costs_the_history_not_the_probing() {
+    let server = demo_http(&["--name", "search"], 0).await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("fleet.yaml");
+    std::fs::write(&file, fleet(&server.url)).expect("fleet");
+    // A path under a file: no directory can be made there, root or not.
+    let blocker = dir.path().join("not-a-dir");
+    std::fs::write(&blocker, b"x").expect("write");
+    let m = start(&file, &blocker.join("h.db")).await;
+    m.wait_status("search", "healthy", Duration::from_secs(10))
+        .await;
+    let (code, body) = m.get("/api/v1/history/search").await;
+    assert_eq!(code, 404, "{body}");
+    let text = m.metrics().await;
+    assert_eq!(
+        exposition::value(
+            &text,
+            "mcpmon_history_writes_total",
+            &[("result", "failed")]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        m.log_text().contains("cannot open the history"),
+        "{}",
+        m.log_text()
+    );
+}
