@@ -159,3 +159,53 @@ fn a_foreign_or_damaged_file_is_set_aside_untouched_and_a_new_history_starts() {
     let (_, again) = Store::open(&ours).expect("open");
     assert_eq!(again, Found::Ours);
 }
+
+/// What one server's history holds at most: a day of minutes, 90 days of
+/// hours, 400 days of days. docs/endpoints.md states the bound.
+pub const MOST_PER_SERVER_YEAR: u64 = 400 * 1024;
+
+#[test]
+fn a_year_of_one_server_stays_within_the_stated_size() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (mut s, _) = Store::open(&dir.path().join("h.db")).expect("open");
+    let start = 1_795_996_800 - 400 * 86_400; // midnight UTC
+    let end = start + 400 * 86_400;
+    let at = |t: i64| SystemTime::UNIX_EPOCH + Duration::from_secs(t as u64);
+    // A row an hour for 400 days, then a row a minute for the last day.
+    let hours: Vec<(String, i64, Row)> = (0..400 * 24)
+        .map(|h| {
+            (
+                "search-api-eu-1".to_owned(),
+                start + h * 3600,
+                row(3590.5, 9.5, 12.25),
+            )
+        })
+        .collect();
+    s.flush(&hours, &[], at(end), YEAR).expect("flush");
+    let minutes: Vec<(String, i64, Row)> = (0..1440)
+        .map(|m| {
+            (
+                "search-api-eu-1".to_owned(),
+                end - 86_400 + m * 60,
+                row(59.5, 0.5, 12.25),
+            )
+        })
+        .collect();
+    s.flush(&minutes, &[], at(end), YEAR).expect("flush");
+    let count = |res| s.rows("search-api-eu-1", res, 0).expect("rows").len();
+    assert_eq!(count(Resolution::Minute), 1440);
+    assert!(
+        (2160..=2184).contains(&count(Resolution::Hour)),
+        "{}",
+        count(Resolution::Hour)
+    );
+    assert!(
+        (400..=401).contains(&count(Resolution::Day)),
+        "{}",
+        count(Resolution::Day)
+    );
+    s.db.execute_batch("VACUUM").expect("vacuum");
+    let size = s.size().expect("size");
+    eprintln!("one server-year: {size} bytes");
+    assert!(size <= MOST_PER_SERVER_YEAR, "{size} bytes");
+}
