@@ -94,6 +94,9 @@ pub struct Cli {
     /// only the present).
     #[arg(long = "history.disabled")]
     history_disabled: bool,
+    /// Serve no status, uptime or response-time badges.
+    #[arg(long = "badges.disabled")]
+    badges_disabled: bool,
     /// Where this replica probes from (a region, a site), when several
     /// replicas probe the same servers: exported as
     /// mcpmon_location_info{location}, which the shipped rules join to page

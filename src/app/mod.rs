@@ -87,6 +87,8 @@ pub struct Options {
     pub location: Option<String>,
     /// Where the history is kept; none when it is off.
     pub history: Option<crate::output::history::HistoryConfig>,
+    /// Serve no badges.
+    pub badges_disabled: bool,
     /// What `/metrics` carries per server.
     pub exposition: crate::output::metrics::Exposition,
     /// Most handshakes at once; four per core when `None`.
@@ -227,6 +229,7 @@ impl Service {
             },
             shard,
             history,
+            badges: crate::output::badges::Badges(!options.badges_disabled),
         };
         let web = WebTasks::start(listener, options, api, &cancel);
         let triggers = Triggers::new(&path, reload_rx, options);

@@ -56,6 +56,7 @@ pub fn run(cli: crate::Cli, runtime: &tokio::runtime::Runtime) -> anyhow::Result
             shard,
             location: cli.location.clone(),
             history,
+            badges_disabled: cli.badges_disabled,
             handshakes: (cli.handshake_concurrency > 0).then_some(cli.handshake_concurrency),
             otlp,
             exposition: Exposition {

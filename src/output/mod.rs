@@ -13,6 +13,7 @@
 //! - [`families`]: every series mcpmon declares, once, under the names
 //!   both [`metrics`] and [`otlp`] use.
 
+pub mod badges;
 pub mod families;
 pub mod health;
 pub mod history;

@@ -41,6 +41,8 @@ pub struct AppState {
     pub shard: Shard,
     /// The history, unless it is off.
     pub history: Option<super::history::History>,
+    /// Whether badges are served.
+    pub badges: super::badges::Badges,
 }
 
 /// Largest request body accepted (there are no body-taking endpoints yet).
@@ -50,7 +52,7 @@ const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Every path the router answers besides the exposition's, in the order
 /// [`router`] routes them; `{id}` names a server.
-pub const PATHS: [&str; 10] = [
+pub const PATHS: [&str; 11] = [
     "/health/fleet",
     "/health/servers/{id}",
     "/-/healthy",
@@ -61,6 +63,7 @@ pub const PATHS: [&str; 10] = [
     "/static/status.css",
     "/static/status.js",
     "/api/v1/history/{id}",
+    "/api/v1/servers/{id}/{*badge}",
 ];
 
 /// Whether the router answers `path` already, so the exposition may not
@@ -86,6 +89,7 @@ pub fn router(state: AppState) -> Router {
         css,
         js,
         history,
+        badge,
     ] = PATHS;
     Router::new()
         .route(&state.links.telemetry_path, get(scrape::metrics))
@@ -102,6 +106,7 @@ pub fn router(state: AppState) -> Router {
         .route(css, get(status::css))
         .route(js, get(status::js))
         .route(history, get(super::history::api::history))
+        .route(badge, get(super::badges::badge))
         // A slow client is answered 408; no endpoint takes a body, and a
         // declared one over the limit is refused before anything reads it.
         .layer(TimeoutLayer::with_status_code(

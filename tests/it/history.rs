@@ -185,3 +185,127 @@ async fn a_history_that_cannot_be_opened_costs_the_history_not_the_probing() {
         m.log_text()
     );
 }
+
+/// The keys shields.io documents for its endpoint badge's JSON.
+const SHIELDS_KEYS: [&str; 12] = [
+    "schemaVersion",
+    "label",
+    "message",
+    "color",
+    "labelColor",
+    "isError",
+    "namedLogo",
+    "logoSvg",
+    "logoColor",
+    "logoWidth",
+    "style",
+    "cacheSeconds",
+];
+
+/// `v` has the shape shields.io's endpoint badge reads: schemaVersion 1,
+/// a label and a non-empty message, and no key it does not document.
+fn shields_shaped(v: &Value) {
+    let o = v.as_object().unwrap_or_else(|| panic!("an object: {v}"));
+    assert_eq!(o.get("schemaVersion"), Some(&Value::from(1)), "{v}");
+    assert!(o.get("label").is_some_and(Value::is_string), "{v}");
+    assert!(
+        o.get("message")
+            .and_then(Value::as_str)
+            .is_some_and(|m| !m.is_empty()),
+        "{v}"
+    );
+    for k in o.keys() {
+        assert!(
+            SHIELDS_KEYS.contains(&k.as_str()),
+            "{k} is not in shields.io's schema: {v}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn badges_say_status_uptime_and_response_time_in_svg_and_shields_json() {
+    let server = demo_http(&["--name", "search"], 0).await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("fleet.yaml");
+    let dead = format!("http://127.0.0.1:{}/mcp", free_port());
+    std::fs::write(
+        &file,
+        format!(
+            "{}  - {{id: gone, transport: http, url: \"{dead}\"}}\n",
+            fleet(&server.url)
+        ),
+    )
+    .expect("fleet");
+    let m = start(&file, &dir.path().join("h.db")).await;
+    m.wait_status("search", "healthy", Duration::from_secs(10))
+        .await;
+    m.wait_status("gone", "unhealthy", Duration::from_secs(10))
+        .await;
+    eventually(
+        "a flush with answers in it",
+        Duration::from_secs(20),
+        async || {
+            let (_, v) = m
+                .get_json("/api/v1/servers/search/response-times/1h/badge.json")
+                .await;
+            if v["message"].as_str().is_some_and(|s| s.ends_with(" ms")) {
+                Ok(())
+            } else {
+                Err(v)
+            }
+        },
+    )
+    .await;
+    for (id, kind, message, color) in [
+        ("search", "health", "healthy", "brightgreen"),
+        ("gone", "health", "unhealthy", "red"),
+        ("search", "uptimes/24h", "100%", "brightgreen"),
+        ("gone", "uptimes/7d", "0%", "red"),
+        ("gone", "response-times/30d", "no data", "lightgrey"),
+    ] {
+        let (code, v) = m
+            .get_json(&format!("/api/v1/servers/{id}/{kind}/badge.json"))
+            .await;
+        assert_eq!(code, 200, "{id} {kind}: {v}");
+        shields_shaped(&v);
+        assert_eq!(
+            (v["message"].as_str(), v["color"].as_str()),
+            (Some(message), Some(color)),
+            "{id} {kind}: {v}"
+        );
+    }
+    let (code, v) = m
+        .get_json("/api/v1/servers/search/response-times/1h/badge.json")
+        .await;
+    assert_eq!(code, 200);
+    shields_shaped(&v);
+    // The SVG says the same, as an image.
+    let resp = test_client()
+        .get(format!(
+            "http://{}/api/v1/servers/search/uptimes/1h/badge.svg",
+            m.addr
+        ))
+        .send()
+        .await
+        .expect("svg");
+    assert_eq!(resp.headers()["content-type"], "image/svg+xml");
+    let svg = resp.text().await.expect("body");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("uptime 1h: 100%"),
+        "{svg}"
+    );
+    // A server that does not exist, a window not offered, a badge not made.
+    for path in [
+        "/api/v1/servers/nobody/health/badge.svg",
+        "/api/v1/servers/search/uptimes/2h/badge.svg",
+        "/api/v1/servers/search/health/badge.png",
+    ] {
+        assert_eq!(m.get(path).await.0, 404, "{path}");
+    }
+    // Turned off, they are not there.
+    let off = Binary::start(&file, &["--badges.disabled", "--history.disabled"]).await;
+    assert_eq!(
+        off.get("/api/v1/servers/search/health/badge.svg").await.0,
+        404
+    );
+}
