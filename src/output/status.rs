@@ -116,6 +116,7 @@ pub async fn fleet(
 pub async fn server(
     Extract(fleet): Extract<watch::Receiver<Arc<Snapshot>>>,
     Extract(links): Extract<Links>,
+    Extract(history): Extract<Option<super::history::History>>,
     Path(id): Path<String>,
 ) -> Response {
     let snap = fleet.borrow().clone();
@@ -126,7 +127,18 @@ pub async fn server(
     };
     let s = &record.status;
     let title = format!("mcpmon: {}", s.id);
-    let body = server_main(s, snap.generation, SystemTime::now());
+    let now = SystemTime::now();
+    let past = match &history {
+        Some(h) => {
+            let window = super::history::page::WINDOW;
+            match h.read(&s.id, window, "90d").await {
+                Ok(read) => Some(super::history::page::section(&read, now)),
+                Err(e) => Some(html! { p { "The history cannot be read now: " (e.to_string()) } }),
+            }
+        }
+        None => None,
+    };
+    let body = server_main(s, snap.generation, now, past);
     html_response(page(&title, &links, body).into_string())
 }
 
@@ -238,7 +250,7 @@ fn fleet_row(s: &ServerStatus, now: SystemTime) -> Markup {
 }
 
 /// The server page's `main`: verdict, facts, health check, timeline.
-fn server_main(s: &ServerStatus, generation: u64, now: SystemTime) -> Markup {
+fn server_main(s: &ServerStatus, generation: u64, now: SystemTime, past: Option<Markup>) -> Markup {
     html! {
         main #status data-generation=(generation) {
             h2 { (s.id) }
@@ -249,6 +261,7 @@ fn server_main(s: &ServerStatus, generation: u64, now: SystemTime) -> Markup {
             p { a href={ "/health/servers/" (s.id) } { "JSON" } }
             (facts(s, now))
             @if let Some(h) = &s.health_check { (health_check(h, now)) }
+            @if let Some(past) = past { (past) }
             h3 { "Events" }
             table {
                 thead { tr { @for c in ["When", "What", "Reason", "Detail"] { th scope="col" { (c) } } } }
@@ -476,7 +489,7 @@ mod tests {
         };
         let fleet = fleet_page(&snap, &Filter::default(), &links).into_string();
         let status = &snap.servers.get("evil").expect("there").status;
-        let server = page("t", &links, server_main(status, 1, SystemTime::now())).into_string();
+        let server = page("t", &links, server_main(status, 1, SystemTime::now(), None)).into_string();
         for html in [&fleet, &server] {
             assert!(!html.contains("<script>"), "{html}");
             assert!(html.contains("&lt;script&gt;"), "{html}");

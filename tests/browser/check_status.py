@@ -104,4 +104,46 @@ try:
     wait(lambda: "unhealthy" in d.find_element(By.TAG_NAME, "main").text, "no-JS server page")
 finally:
     d.quit()
+
+
+def history_shown(d, server, bar, uptime, state):
+    """The server page's history: 90 bars, today's of class `bar`, the
+    24 h uptime in words, and a state change to `state` listed."""
+    d.get(BASE + "/servers/" + server)
+    bars = d.find_elements(By.CSS_SELECTOR, "figure.bars rect")
+    if len(bars) != 90:
+        return False
+    today = bars[-1]
+    uptimes = dict(
+        zip(
+            [e.text for e in d.find_elements(By.CSS_SELECTOR, ".uptimes dt")],
+            [e.text for e in d.find_elements(By.CSS_SELECTOR, ".uptimes dd")],
+        )
+    )
+    changes = [e.text for e in d.find_elements(By.CSS_SELECTOR, "table.transitions td:nth-child(2)")]
+    return today.get_attribute("class") == bar and uptimes.get("Uptime, 24 h") == uptime and state in changes
+
+
+# The history, with JavaScript off and on a phone's screen: the bars, the
+# uptimes, the latency chart and the state changes, all server-rendered.
+d = browser(javascript=False)
+try:
+    d.set_window_size(390, 844)
+    wait(lambda: history_shown(d, "good", "d-good", "100%", "healthy"), "good's history")
+    chart = d.find_elements(By.CSS_SELECTOR, "figure.latency polyline.p50")
+    if not chart or len(chart[0].get_attribute("points").split()) < 1:
+        raise SystemExit("no latency chart for good")
+    wait(lambda: history_shown(d, "gone", "d-bad", "0.000%", "unhealthy"), "gone's history")
+    wide = d.execute_script("return document.documentElement.scrollWidth > window.innerWidth")
+    if wide:
+        raise SystemExit("the server page scrolls sideways on a phone")
+    # A badge renders as an image.
+    d.get(BASE + "/api/v1/servers/good/health/badge.svg")
+    size = d.execute_script(
+        "const s = document.querySelector('svg'); const b = s.getBBox(); return [b.width, b.height]"
+    )
+    if not (size[0] > 40 and size[1] >= 18):
+        raise SystemExit(f"the badge did not render: {size}")
+finally:
+    d.quit()
 print("ok")

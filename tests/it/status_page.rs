@@ -27,7 +27,7 @@ async fn the_status_page_in_a_real_browser() {
         ),
     )
     .expect("write");
-    let mon = Binary::start(&cfg, &[]).await;
+    let mon = Binary::start(&cfg, &["--storage.flush-interval", "500ms"]).await;
     mon.wait_status("good", "healthy", Duration::from_secs(20))
         .await;
     mon.wait_status("gone", "unhealthy", Duration::from_secs(20))

@@ -7,6 +7,7 @@
 //! counted and logged once, never the probing.
 
 pub mod api;
+pub mod page;
 pub mod rows;
 pub mod store;
 
