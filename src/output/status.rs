@@ -489,7 +489,8 @@ mod tests {
         };
         let fleet = fleet_page(&snap, &Filter::default(), &links).into_string();
         let status = &snap.servers.get("evil").expect("there").status;
-        let server = page("t", &links, server_main(status, 1, SystemTime::now(), None)).into_string();
+        let server =
+            page("t", &links, server_main(status, 1, SystemTime::now(), None)).into_string();
         for html in [&fleet, &server] {
             assert!(!html.contains("<script>"), "{html}");
             assert!(html.contains("&lt;script&gt;"), "{html}");

@@ -40,6 +40,8 @@ pub struct HistoryConfig {
 pub const RETENTION: Duration = Duration::from_secs(400 * 86_400);
 /// The default flush interval.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(60);
+/// How often rows past their keep are dropped.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
 /// The open history, shared by the writer and the endpoints.
 #[derive(Clone)]
@@ -170,6 +172,7 @@ pub async fn run(
         .unwrap_or_default();
     let mut sampler = Sampler::after(recorded);
     let mut failing = false;
+    let mut pruned = None;
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
@@ -187,8 +190,19 @@ pub async fn run(
         let rows: Vec<(String, i64, Row)> =
             rows.into_iter().map(|(id, r)| (id, minute, r)).collect();
         let retention = history.retention;
+        // Pruning reads every row: once an hour, and at the start.
+        let prune = pruned.is_none_or(|at: tokio::time::Instant| at.elapsed() >= PRUNE_EVERY);
+        if prune {
+            pruned = Some(tokio::time::Instant::now());
+        }
         let wrote = history
-            .with(move |s| s.flush(&rows, &transitions, now, retention))
+            .with(move |s| {
+                s.flush(&rows, &transitions)?;
+                if prune {
+                    s.prune(now, retention)?;
+                }
+                Ok(())
+            })
             .await;
         let result = if wrote.is_ok() { "ok" } else { "failed" };
         failures.with_label_values(&[result]).inc();

@@ -109,14 +109,11 @@ impl Store {
     }
 
     /// Add `rows` (each at the minute it fell in) to their minute, hour and
-    /// day, record `transitions`, and drop what is past `retention` (days
-    /// kept); one transaction.
+    /// day, and record `transitions`; one transaction.
     pub fn flush(
         &mut self,
         rows: &[(String, i64, Row)],
         transitions: &[(String, Transition)],
-        now: SystemTime,
-        retention: Duration,
     ) -> Result<(), StoreError> {
         let tx = self.db.transaction()?;
         {
@@ -158,19 +155,27 @@ impl Store {
             for (server, t) in transitions {
                 record.execute(params![server, t.at, t.state, t.reason, t.detail])?;
             }
-            let now = unix(now);
-            for res in Resolution::ALL {
-                let keep = res.kept(retention).as_secs() as i64;
-                tx.execute(
-                    "DELETE FROM rows WHERE res = ?1 AND t < ?2",
-                    params![res.seconds(), now - keep],
-                )?;
-            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Drop what is past each resolution's keep at `now`. It reads every
+    /// row, so the writer calls it once an hour, not at each flush.
+    pub fn prune(&mut self, now: SystemTime, retention: Duration) -> Result<(), StoreError> {
+        let tx = self.db.transaction()?;
+        let now = unix(now);
+        for res in Resolution::ALL {
+            let keep = res.kept(retention).as_secs() as i64;
             tx.execute(
-                "DELETE FROM transitions WHERE at < ?1",
-                params![(now - retention.as_secs() as i64) as f64],
+                "DELETE FROM rows WHERE res = ?1 AND t < ?2",
+                params![res.seconds(), now - keep],
             )?;
         }
+        tx.execute(
+            "DELETE FROM transitions WHERE at < ?1",
+            params![(now - retention.as_secs() as i64) as f64],
+        )?;
         tx.commit()?;
         Ok(())
     }

@@ -28,8 +28,7 @@ fn flushes_add_up_in_the_minute_the_hour_and_the_day() {
     let (mut s, found) = Store::open(&dir.path().join("h.db")).expect("open");
     assert_eq!(found, Found::Ours);
     let t = 1_796_000_040; // a minute's start
-    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(t as u64 + 120);
-    s.flush(&[("a".into(), t, row(30.0, 0.0, 4.0))], &[], now, YEAR)
+    s.flush(&[("a".into(), t, row(30.0, 0.0, 4.0))], &[])
         .expect("flush");
     s.flush(
         &[
@@ -37,8 +36,6 @@ fn flushes_add_up_in_the_minute_the_hour_and_the_day() {
             ("a".into(), t + 60, row(60.0, 0.0, 2.0)),
         ],
         &[],
-        now,
-        YEAR,
     )
     .expect("flush");
     let minutes = s.rows("a", Resolution::Minute, 0).expect("rows");
@@ -79,21 +76,19 @@ fn rows_past_their_resolution_s_keep_are_dropped() {
     s.flush(
         &[("a".into(), old, row(60.0, 0.0, 1.0))],
         &[("a".into(), transition)],
-        t(0),
-        YEAR,
     )
     .expect("flush");
     // Two days on: the minute is gone, the hour and the day and the
     // transition stay.
-    s.flush(&[], &[], t(2 * 86_400), YEAR).expect("flush");
+    s.prune(t(2 * 86_400), YEAR).expect("prune");
     assert!(s.rows("a", Resolution::Minute, 0).expect("rows").is_empty());
     assert_eq!(s.rows("a", Resolution::Hour, 0).expect("rows").len(), 1);
     assert_eq!(s.transitions("a", 0.0, 10).expect("transitions").len(), 1);
     // 91 days on the hour goes; past the retention, everything.
-    s.flush(&[], &[], t(91 * 86_400), YEAR).expect("flush");
+    s.prune(t(91 * 86_400), YEAR).expect("prune");
     assert!(s.rows("a", Resolution::Hour, 0).expect("rows").is_empty());
     assert_eq!(s.rows("a", Resolution::Day, 0).expect("rows").len(), 1);
-    s.flush(&[], &[], t(401 * 86_400), YEAR).expect("flush");
+    s.prune(t(401 * 86_400), YEAR).expect("prune");
     assert!(s.rows("a", Resolution::Day, 0).expect("rows").is_empty());
     assert!(s.transitions("a", 0.0, 10).expect("transitions").is_empty());
 }
@@ -137,7 +132,7 @@ fn a_foreign_or_damaged_file_is_set_aside_untouched_and_a_new_history_starts() {
         let rows: Vec<(String, i64, Row)> = (0..500)
             .map(|i| (format!("s{i}"), 1_796_000_040, row(60.0, 0.0, 1.0)))
             .collect();
-        s.flush(&rows, &[], SystemTime::now(), YEAR).expect("flush");
+        s.flush(&rows, &[]).expect("flush");
         s.db.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
             .expect("checkpoint");
     }
@@ -181,7 +176,8 @@ fn a_year_of_one_server_stays_within_the_stated_size() {
             )
         })
         .collect();
-    s.flush(&hours, &[], at(end), YEAR).expect("flush");
+    s.flush(&hours, &[]).expect("flush");
+    s.prune(at(end), YEAR).expect("prune");
     let minutes: Vec<(String, i64, Row)> = (0..1440)
         .map(|m| {
             (
@@ -191,7 +187,8 @@ fn a_year_of_one_server_stays_within_the_stated_size() {
             )
         })
         .collect();
-    s.flush(&minutes, &[], at(end), YEAR).expect("flush");
+    s.flush(&minutes, &[]).expect("flush");
+    s.prune(at(end), YEAR).expect("prune");
     let count = |res| s.rows("search-api-eu-1", res, 0).expect("rows").len();
     assert_eq!(count(Resolution::Minute), 1440);
     assert!(
