@@ -30,7 +30,7 @@ fn main() {
     let ids: Vec<String> = (0..SERVERS).map(|i| format!("server-{i:04}")).collect();
     let row = |i: usize, t: i64, secs: f64| {
         // One server in 50 has a bad hour a day.
-        let down = if i % 50 == 0 && t.rem_euclid(86_400) < 3600 {
+        let down = if i.is_multiple_of(50) && t.rem_euclid(86_400) < 3600 {
             secs * 0.2
         } else {
             0.0
