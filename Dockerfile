@@ -43,11 +43,16 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 mcpmon \
- && useradd --system --no-create-home --uid 10001 --gid 10001 mcpmon
+ && useradd --system --no-create-home --uid 10001 --gid 10001 mcpmon \
+ && mkdir -p /var/lib/mcpmon \
+ && chown 10001:10001 /var/lib/mcpmon
 COPY --from=build /src/target/release/mcpmon /usr/local/bin/mcpmon
 EXPOSE 9850
+# The history lives apart from the (read-only) config: mount a volume here
+# to keep it across containers.
+VOLUME /var/lib/mcpmon
 ENTRYPOINT ["/usr/local/bin/mcpmon"]
-CMD ["--config.file", "/etc/mcpmon/fleet.yaml", "--web.listen-address", "0.0.0.0:9850"]
+CMD ["--config.file", "/etc/mcpmon/fleet.yaml", "--web.listen-address", "0.0.0.0:9850", "--storage.path", "/var/lib/mcpmon/history.db"]
 
 # The compose stack: the demo server and a demo fleet inside.
 FROM runtime AS demo
