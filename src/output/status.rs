@@ -77,6 +77,7 @@ pub async fn fleet(
     Extract(fleet): Extract<watch::Receiver<Arc<Snapshot>>>,
     Extract(renders): Extract<Arc<Renders>>,
     Extract(links): Extract<Links>,
+    Extract(history): Extract<Option<super::history::History>>,
     Query(f): Query<Filter>,
     RawQuery(query): RawQuery,
 ) -> Response {
@@ -85,10 +86,14 @@ pub async fn fleet(
         Ok(p) => p,
         Err(busy) => return *busy,
     };
+    let daily = history.as_ref().map(super::history::History::daily);
+    // A page is shared while neither the query, the snapshot nor the days
+    // the history holds have changed.
     let query = {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         query.hash(&mut h);
+        daily.as_ref().map(|d| d.version).hash(&mut h);
         h.finish()
     };
     let page = renders
@@ -100,7 +105,7 @@ pub async fn fleet(
                 ((snap.generation, query), snap)
             },
             |snap| async move {
-                off_worker(move || fleet_page(&snap, &f, &links).into_string())
+                off_worker(move || fleet_page(&snap, &f, &links, daily.as_deref()).into_string())
                     .await
                     .map(axum::body::Bytes::from)
             },
@@ -169,7 +174,12 @@ fn page(title: &str, links: &Links, body: Markup) -> Markup {
 }
 
 /// The fleet page: the filter form, the summary, a row per server shown.
-fn fleet_page(snap: &Snapshot, f: &Filter, links: &Links) -> Markup {
+fn fleet_page(
+    snap: &Snapshot,
+    f: &Filter,
+    links: &Links,
+    daily: Option<&super::history::rows::Daily>,
+) -> Markup {
     let now = SystemTime::now();
     let (verdict, meets) = snap.verdict();
     let sum = snap.summary();
@@ -198,6 +208,7 @@ fn fleet_page(snap: &Snapshot, f: &Filter, links: &Links) -> Markup {
         "Transport",
         "Era",
         "Last hour",
+        "30 days",
     ];
     let body = html! {
         form method="get" action="/" role="search" #filter {
@@ -225,7 +236,7 @@ fn fleet_page(snap: &Snapshot, f: &Filter, links: &Links) -> Markup {
             table {
                 caption { "Servers: " span #shown { (shown.len()) } " of " (sum.total) " shown" }
                 thead { tr { @for c in columns { th scope="col" { (c) } } } }
-                tbody { @for s in shown { (fleet_row(s, now)) } }
+                tbody { @for s in shown { (fleet_row(s, now, daily)) } }
             }
         }
     };
@@ -233,7 +244,11 @@ fn fleet_page(snap: &Snapshot, f: &Filter, links: &Links) -> Markup {
 }
 
 /// One server's row on the fleet page; `data-*` feed the live filter.
-fn fleet_row(s: &ServerStatus, now: SystemTime) -> Markup {
+fn fleet_row(
+    s: &ServerStatus,
+    now: SystemTime,
+    daily: Option<&super::history::rows::Daily>,
+) -> Markup {
     html! {
         tr data-state=(s.status.as_str()) data-text=(search_text(s)) {
             th scope="row" { a href={ "/servers/" (s.id) } { (s.id) } }
@@ -245,6 +260,10 @@ fn fleet_row(s: &ServerStatus, now: SystemTime) -> Markup {
             td { (s.transport) }
             td { (s.era.map_or("—", |e| e.as_str())) }
             td { (history_strip(s, now)) }
+            td {
+                @if let Some(daily) = daily { (super::history::page::days(daily, &s.id, now)) }
+                @else { "history off" }
+            }
         }
     }
 }
@@ -487,7 +506,7 @@ mod tests {
         let links = Links {
             telemetry_path: r#"/m"><script>"#.to_owned(),
         };
-        let fleet = fleet_page(&snap, &Filter::default(), &links).into_string();
+        let fleet = fleet_page(&snap, &Filter::default(), &links, None).into_string();
         let status = &snap.servers.get("evil").expect("there").status;
         let server =
             page("t", &links, server_main(status, 1, SystemTime::now(), None)).into_string();

@@ -134,6 +134,13 @@ try:
     if not chart or len(chart[0].get_attribute("points").split()) < 1:
         raise SystemExit("no latency chart for good")
     wait(lambda: history_shown(d, "gone", "d-bad", "0.000%", "unhealthy"), "gone's history")
+    # The fleet page's 30 days per server, today's cell last.
+    def today(server):
+        d.get(BASE + "/")
+        cells = d.find_elements(By.XPATH, f"//tr[th='{server}']//span[contains(@class,'days')]/span")
+        return len(cells) == 30 and cells[-1].get_attribute("class")
+    wait(lambda: today("good") == "cell d-good" and today("gone") == "cell d-bad", "the fleet page's 30 days")
+    d.get(BASE + "/servers/gone")
     wide = d.execute_script("return document.documentElement.scrollWidth > window.innerWidth")
     if wide:
         raise SystemExit("the server page scrolls sideways on a phone")

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::state::Snapshot;
-use rows::{Resolution, Row, Sampler, Transition, unix};
+use rows::{DAYS_SHOWN, Daily, Resolution, Row, Sampler, Transition, unix};
 use store::{Found, Store, StoreError};
 
 /// Where and how long the history is kept.
@@ -48,6 +48,8 @@ const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 pub struct History {
     store: Arc<Mutex<Store>>,
     retention: Duration,
+    /// The last days of every server, for the fleet page.
+    daily: Arc<Mutex<Arc<Daily>>>,
 }
 
 /// One server's history over a window, as the API answers it.
@@ -94,10 +96,32 @@ impl History {
                 "the history file was refused ({why}); it was moved aside and a new history started"
             );
         }
+        let mut daily = Daily::default();
+        let now = unix(SystemTime::now());
+        let since = Resolution::Day.start(now) - DAYS_SHOWN as i64 * 86_400;
+        for (server, t, observed, down) in store.days(since)? {
+            daily.add(&server, t, observed, down);
+        }
         Ok(History {
             store: Arc::new(Mutex::new(store)),
             retention: cfg.retention,
+            daily: Arc::new(Mutex::new(Arc::new(daily))),
         })
+    }
+
+    /// The last days of every server, as the fleet page draws them.
+    pub fn daily(&self) -> Arc<Daily> {
+        self.daily.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Add a flush's rows to the days in memory.
+    fn counted(&self, rows: &[(String, i64, Row)], now: i64) {
+        let mut guard = self.daily.lock().unwrap_or_else(|p| p.into_inner());
+        let daily = Arc::make_mut(&mut guard);
+        for (server, t, r) in rows {
+            daily.add(server, *t, r.spent.observed(), r.spent.down);
+        }
+        daily.trim(now);
     }
 
     /// Run `f` on the store off the async threads.
@@ -195,6 +219,7 @@ pub async fn run(
         if prune {
             pruned = Some(tokio::time::Instant::now());
         }
+        history.counted(&rows, unix(now));
         let wrote = history
             .with(move |s| {
                 s.flush(&rows, &transitions)?;

@@ -97,6 +97,28 @@ fn bars(read: &Read, now: i64) -> Markup {
     }
 }
 
+/// A server's last days as a strip of cells, for the fleet page: one a
+/// day, coloured as the server page's bars, each saying its day.
+pub fn days(daily: &super::rows::Daily, server: &str, now: SystemTime) -> Markup {
+    let now = super::rows::unix(now);
+    let cells = daily.cells(server, now);
+    let today = now - now.rem_euclid(86_400);
+    let n = cells.len() as i64;
+    let worst = cells.iter().flatten().copied().reduce(f64::min);
+    let label = match worst {
+        Some(w) => format!("last {n} days: worst day {}", percent(Some(w))),
+        None => format!("last {n} days: no data"),
+    };
+    html! {
+        span.strip.days role="img" aria-label=(label) {
+            @for (i, c) in cells.iter().enumerate() {
+                @let day = today - (n - 1 - i as i64) * 86_400;
+                span class={ "cell " (level(*c)) } title={ (date(day)) ": " (percent(*c)) } {}
+            }
+        }
+    }
+}
+
 /// The class of a day's bar.
 fn level(share: Option<f64>) -> &'static str {
     match share {

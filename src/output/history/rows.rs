@@ -214,6 +214,63 @@ pub struct Sample {
     pub transitions: Vec<(String, Transition)>,
 }
 
+/// Days the fleet page shows per server.
+pub const DAYS_SHOWN: usize = 30;
+
+/// Each server's observed and down seconds per day, for the last
+/// [`DAYS_SHOWN`] days: the fleet page's one-line history. Kept in memory
+/// from the rows the writer flushes (read from the file once, at start),
+/// so drawing it reads no file.
+#[derive(Clone, Debug, Default)]
+pub struct Daily {
+    days: HashMap<String, std::collections::BTreeMap<i64, (f64, f64)>>,
+    /// Bumped at each change, so a cached page is not reused across one.
+    pub version: u64,
+}
+
+impl Daily {
+    /// Add `observed` and `down` seconds of `server` on the day of unix time `t`.
+    pub fn add(&mut self, server: &str, t: i64, observed: f64, down: f64) {
+        let day = Resolution::Day.start(t);
+        let cell = self
+            .days
+            .entry(server.to_owned())
+            .or_default()
+            .entry(day)
+            .or_insert((0.0, 0.0));
+        cell.0 += observed;
+        cell.1 += down;
+        self.version += 1;
+    }
+
+    /// Forget days before the shown ones, as of unix time `now`, and the
+    /// servers left with none.
+    pub fn trim(&mut self, now: i64) {
+        let first = Resolution::Day.start(now) - (DAYS_SHOWN as i64 - 1) * 86_400;
+        self.days.retain(|_, d| {
+            d.retain(|day, _| *day >= first);
+            !d.is_empty()
+        });
+    }
+
+    /// `server`'s uptime per day, oldest first, the last cell today's.
+    pub fn cells(&self, server: &str, now: i64) -> [Option<f64>; DAYS_SHOWN] {
+        let mut out = [None; DAYS_SHOWN];
+        let today = Resolution::Day.start(now);
+        if let Some(d) = self.days.get(server) {
+            for (i, cell) in out.iter_mut().enumerate() {
+                let day = today - (DAYS_SHOWN - 1 - i) as i64 * 86_400;
+                if let Some((observed, down)) = d.get(&day)
+                    && *observed > 0.0
+                {
+                    *cell = Some(1.0 - down / observed);
+                }
+            }
+        }
+        out
+    }
+}
+
 /// Per-bucket counts added since `before` (a histogram only grows, unless
 /// its server was replaced: then all of it is new).
 fn diff(now: &[u64], before: &[u64]) -> Vec<u64> {

@@ -47,3 +47,24 @@ fn resolutions_hold_their_windows_and_start_on_their_period() {
         Duration::from_secs(90 * 86_400)
     );
 }
+
+#[test]
+fn the_fleet_page_days_add_up_per_day_and_forget_the_old_ones() {
+    let now = 1_795_996_800 + 3600; // an hour into a day
+    let mut d = Daily::default();
+    d.add("a", now - 60, 60.0, 0.0);
+    d.add("a", now, 30.0, 30.0);
+    d.add("a", now - 86_400, 100.0, 1.0);
+    d.add("a", now - 40 * 86_400, 100.0, 100.0);
+    let v = d.version;
+    d.trim(now);
+    let cells = d.cells("a", now);
+    assert_eq!(cells[DAYS_SHOWN - 1], Some(1.0 - 30.0 / 90.0), "today");
+    assert_eq!(cells[DAYS_SHOWN - 2], Some(0.99), "yesterday");
+    assert!(
+        cells[..DAYS_SHOWN - 2].iter().all(Option::is_none),
+        "40 days ago is gone"
+    );
+    assert_eq!(d.cells("b", now), [None; DAYS_SHOWN]);
+    assert!(v >= 4);
+}

@@ -213,6 +213,20 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Every server's daily observed and down seconds from `since` (unix
+    /// seconds): one read of the file, at start.
+    pub fn days(&self, since: i64) -> Result<Vec<(String, i64, f64, f64)>, StoreError> {
+        let mut q = self.db.prepare(
+            "SELECT server, t, healthy + degraded + down, down FROM rows WHERE res = 86400 AND t >= ?1",
+        )?;
+        let out = q
+            .query_map(params![since], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(out)
+    }
+
     /// `server`'s transitions from `since` (unix seconds), oldest first, at
     /// most `limit` of the latest.
     pub fn transitions(
