@@ -90,6 +90,11 @@ pub struct Cli {
     /// loses at most.
     #[arg(long = "storage.flush-interval", value_parser = parse_duration, default_value = "60s", hide = true)]
     storage_flush: std::time::Duration,
+    /// Read the history from this Prometheus-compatible query API
+    /// (Prometheus, Thanos, Mimir) over mcpmon's own series, and keep no
+    /// file: replicas and shards then show one history.
+    #[arg(long = "history.prometheus-url", value_name = "URL")]
+    history_prometheus: Option<String>,
     /// Keep no history (the status page and the history API then show
     /// only the present).
     #[arg(long = "history.disabled")]

@@ -333,6 +333,9 @@ fn start_history(
             return (None, None);
         }
     };
+    if !opened.writes() {
+        return (Some(opened), None);
+    }
     let writer = tokio::spawn(history::run(
         opened.clone(),
         snapshots.clone(),

@@ -35,6 +35,7 @@ pub fn run(cli: crate::Cli, runtime: &tokio::runtime::Runtime) -> anyhow::Result
         path: cli.storage_path.clone().unwrap_or_else(|| beside(file)),
         retention: cli.storage_retention,
         flush_every: cli.storage_flush,
+        prometheus: cli.history_prometheus.clone(),
     });
     runtime.block_on(async {
         let mut listeners = Vec::new();

@@ -309,3 +309,77 @@ async fn badges_say_status_uptime_and_response_time_in_svg_and_shields_json() {
         404
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_without_a_file_reads_the_history_from_prometheus() {
+    require!(program("prometheus"));
+    let mut server = demo_http(&["--name", "search"], 0).await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("fleet.yaml");
+    std::fs::write(&file, fleet(&server.url)).expect("fleet");
+    let writer = start(&file, &dir.path().join("h.db")).await;
+    writer
+        .wait_status("search", "healthy", Duration::from_secs(10))
+        .await;
+    let prom = Prometheus::start(&[&writer.addr]).await;
+    eventually(
+        "Prometheus sees search up",
+        Duration::from_secs(30),
+        async || {
+            let up = prom.query("mcpmon_server_up{server=\"search\"} == 1").await;
+            if up.is_empty() {
+                Err("not yet")
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+    server.kill().await;
+    writer
+        .wait_status("search", "unhealthy", Duration::from_secs(10))
+        .await;
+    // A replica with no file of its own, reading what Prometheus scraped.
+    let reader = Binary::start(&file, &["--history.prometheus-url", prom.base()]).await;
+    let read = eventually(
+        "the change read from Prometheus",
+        Duration::from_secs(60),
+        async || {
+            let (code, v) = reader.get_json("/api/v1/history/search?window=1h").await;
+            let changed = v["transitions"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["state"] == "unhealthy"));
+            let down: f64 = v["rows"]
+                .as_array()
+                .map(|r| r.iter().filter_map(|r| r["down"].as_f64()).sum())
+                .unwrap_or(0.0);
+            if code == 200 && changed && down > 0.0 {
+                Ok(v)
+            } else {
+                Err(v)
+            }
+        },
+    )
+    .await;
+    assert_eq!(read["resolution"], "minute");
+    let uptime = read["uptime"].as_f64().expect("an uptime");
+    assert!(uptime > 0.0 && uptime < 1.0, "up, then down: {read}");
+    let t = read["transitions"]
+        .as_array()
+        .expect("transitions")
+        .iter()
+        .find(|t| t["state"] == "unhealthy")
+        .cloned()
+        .expect("unhealthy");
+    assert_eq!(t["reason"], "unreachable", "{t}");
+    // It writes no file of its own.
+    assert!(!dir.path().join("fleet.history.db").exists());
+    // An API that does not answer is the API's failure, said as such.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let gone = format!("http://{}", closed.local_addr().expect("addr"));
+    drop(closed);
+    let lost = Binary::start(&file, &["--history.prometheus-url", &gone]).await;
+    let (code, body) = lost.get("/api/v1/history/search?window=1h").await;
+    assert_eq!(code, 502, "{body}");
+    assert!(body.contains("query API"), "{body}");
+}

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use tokio::sync::watch;
 
 use super::History;
+use super::store::StoreError;
 use crate::state::Snapshot;
 
 /// The query string.
@@ -49,6 +50,10 @@ pub async fn history(
     match history.read(&id, window, &asked).await {
         Ok(read) if watched || !read.rows.is_empty() => Json(read).into_response(),
         Ok(_) => (StatusCode::NOT_FOUND, "no such server\n").into_response(),
+        Err(e @ StoreError::Remote(_)) => {
+            tracing::warn!(error = %e, "history read failed");
+            (StatusCode::BAD_GATEWAY, format!("{e}\n")).into_response()
+        }
         Err(e) => {
             tracing::warn!(error = %e, "history read failed");
             (

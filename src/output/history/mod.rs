@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod page;
+pub mod remote;
 pub mod rows;
 pub mod store;
 
@@ -34,6 +35,9 @@ pub struct HistoryConfig {
     /// How often the writer adds what happened since: a process killed
     /// loses at most this much.
     pub flush_every: Duration,
+    /// Read the history from this Prometheus-compatible query API instead
+    /// of a file of its own (`--history.prometheus-url`).
+    pub prometheus: Option<String>,
 }
 
 /// The default retention: daily rows for 400 days.
@@ -46,10 +50,19 @@ const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// The open history, shared by the writer and the endpoints.
 #[derive(Clone)]
 pub struct History {
-    store: Arc<Mutex<Store>>,
+    source: Source,
     retention: Duration,
     /// The last days of every server, for the fleet page.
     daily: Arc<Mutex<Arc<Daily>>>,
+}
+
+/// Where the history is read from.
+#[derive(Clone)]
+enum Source {
+    /// mcpmon's own file, written by its writer.
+    File(Arc<Mutex<Store>>),
+    /// A query API over mcpmon's series; nothing to write.
+    Prometheus(remote::Remote),
 }
 
 /// One server's history over a window, as the API answers it.
@@ -83,6 +96,14 @@ impl History {
     /// Open the history file; a foreign or damaged one is set aside (and
     /// said so, loudly).
     pub fn open(cfg: &HistoryConfig) -> Result<History, StoreError> {
+        if let Some(url) = &cfg.prometheus {
+            let client = crate::http_client().map_err(|e| StoreError::Remote(e.to_string()))?;
+            return Ok(History {
+                source: Source::Prometheus(remote::Remote::new(client, url)),
+                retention: cfg.retention,
+                daily: Arc::default(),
+            });
+        }
         if let Some(dir) = cfg.path.parent()
             && !dir.as_os_str().is_empty()
         {
@@ -103,7 +124,7 @@ impl History {
             daily.add(&server, t, observed, down);
         }
         Ok(History {
-            store: Arc::new(Mutex::new(store)),
+            source: Source::File(Arc::new(Mutex::new(store))),
             retention: cfg.retention,
             daily: Arc::new(Mutex::new(Arc::new(daily))),
         })
@@ -129,7 +150,12 @@ impl History {
         &self,
         f: impl FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let store = self.store.clone();
+        let Source::File(store) = &self.source else {
+            return Err(StoreError::Remote(
+                "the history is read from Prometheus".into(),
+            ));
+        };
+        let store = store.clone();
         tokio::task::spawn_blocking(move || {
             let mut s = store.lock().unwrap_or_else(|p| p.into_inner());
             f(&mut s)
@@ -150,9 +176,13 @@ impl History {
         let now = SystemTime::now();
         let since = res.start(unix(now) - window.as_secs() as i64);
         let (id, after) = (server.to_owned(), unix(now) as f64 - window.as_secs_f64());
-        let (rows, transitions) = self
-            .with(move |s| Ok((s.rows(&id, res, since)?, s.transitions(&id, after, 500)?)))
-            .await?;
+        let (rows, transitions) = match &self.source {
+            Source::File(_) => {
+                self.with(move |s| Ok((s.rows(&id, res, since)?, s.transitions(&id, after, 500)?)))
+                    .await?
+            }
+            Source::Prometheus(remote) => remote.read(&id, res, since, unix(now)).await?,
+        };
         Ok(Read {
             server: server.to_owned(),
             window: asked.to_owned(),
@@ -165,6 +195,11 @@ impl History {
             rows: rows.into_iter().map(|(t, row)| Timed { t, row }).collect(),
             transitions,
         })
+    }
+
+    /// Whether it is written here (a file), not read from elsewhere.
+    pub fn writes(&self) -> bool {
+        matches!(self.source, Source::File(_))
     }
 
     /// Bytes the file takes.

@@ -22,6 +22,9 @@ pub enum StoreError {
     /// SQLite refused an operation.
     #[error("{0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// The query API the history is read from failed.
+    #[error("the history's query API: {0}")]
+    Remote(String),
     /// The blocking task that ran the query died.
     #[error("the history task failed: {0}")]
     Task(String),
