@@ -2,7 +2,8 @@
 //! SIGTERM (and later killed with SIGKILL), and the next one on the same
 //! file serves the same past through the history API: nothing lost to a
 //! SIGTERM, at most one flush interval to a kill -9. A history file in a
-//! place that cannot hold one costs the history, never the probing.
+//! place that cannot hold one, or a disk that fills, costs the history,
+//! never the probing.
 
 use std::time::Duration;
 
@@ -382,4 +383,128 @@ async fn a_replica_without_a_file_reads_the_history_from_prometheus() {
     let (code, body) = lost.get("/api/v1/history/search?window=1h").await;
     assert_eq!(code, 502, "{body}");
     assert!(body.contains("query API"), "{body}");
+}
+
+/// A tmpfs of `size` mounted at `at` for the test's life (a real file
+/// system that fills), or why it cannot be.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &std::path::Path, size: &str) -> Result<Tmpfs, String> {
+        std::fs::create_dir_all(at).map_err(|e| e.to_string())?;
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .output()
+            .map_err(|e| format!("mount: {e}"))?;
+        if out.status.success() {
+            Ok(Tmpfs(at.to_owned()))
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// `mcpmon_history_writes_total{result}` on `m`.
+async fn writes(m: &Binary, result: &str) -> f64 {
+    let text = m.metrics().await;
+    exposition::value(&text, "mcpmon_history_writes_total", &[("result", result)]).unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_that_fills_mid_run_costs_the_history_not_the_probing() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let disk = match Tmpfs::mount(&dir.path().join("disk"), "2m") {
+        Ok(d) => d,
+        Err(why) => {
+            // Mounting needs root (CI runs as root on its machine).
+            assert!(!under_ci(), "cannot mount a tmpfs: {why}");
+            eprintln!("SKIP: cannot mount a tmpfs: {why}");
+            return;
+        }
+    };
+    let mut server = demo_http(&["--name", "search"], 0).await;
+    let file = dir.path().join("fleet.yaml");
+    std::fs::write(&file, fleet(&server.url)).expect("fleet");
+    let m = start(&file, &disk.0.join("h.db")).await;
+    m.wait_status("search", "healthy", Duration::from_secs(10))
+        .await;
+    eventually("two flushes written", Duration::from_secs(20), async || {
+        let ok = writes(&m, "ok").await;
+        if ok >= 2.0 { Ok(()) } else { Err(ok) }
+    })
+    .await;
+
+    // Fill the disk to its last byte.
+    let filler = disk.0.join("filler");
+    let mut f = std::fs::File::create(&filler).expect("filler");
+    let chunk = vec![0u8; 16 * 1024];
+    let mut full = false;
+    for _ in 0..1_000 {
+        if let Err(e) = std::io::Write::write_all(&mut f, &chunk) {
+            assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+            full = true;
+            break;
+        }
+    }
+    assert!(full, "a 2 MiB tmpfs holds no 16 MiB");
+    drop(f);
+    eventually("a flush refused", Duration::from_secs(20), async || {
+        let failed = writes(&m, "failed").await;
+        if failed >= 1.0 { Ok(()) } else { Err(failed) }
+    })
+    .await;
+
+    // Probing goes on: the server's fall is judged while the disk is full.
+    server.kill().await;
+    m.wait_status("search", "unhealthy", Duration::from_secs(10))
+        .await;
+    let failed = writes(&m, "failed").await;
+    eventually(
+        "more flushes refused",
+        Duration::from_secs(20),
+        async || {
+            let now = writes(&m, "failed").await;
+            if now >= failed + 2.0 {
+                Ok(())
+            } else {
+                Err(now)
+            }
+        },
+    )
+    .await;
+    let said = |log: &str| log.matches("cannot write the history").count();
+    assert_eq!(said(&m.log_text()), 1, "logged once: {}", m.log_text());
+
+    // Room again: the history is written again, and says so.
+    std::fs::remove_file(&filler).expect("free the disk");
+    let ok = writes(&m, "ok").await;
+    eventually("written again", Duration::from_secs(20), async || {
+        let now = writes(&m, "ok").await;
+        if now > ok { Ok(()) } else { Err(now) }
+    })
+    .await;
+    assert!(m.log_text().contains("the history is written again"));
+    // What the refused flushes held was kept and written: the fall too.
+    let (observed, down, _, transitions) = past(&m).await;
+    let lived = metric_sum(&m, "mcpmon_server_observed_seconds_total").await;
+    assert!(down > 0.0, "the time down while full: {down}");
+    assert!(
+        observed >= lived - 1.0,
+        "{observed} s written of {lived} s lived"
+    );
+    let states: Vec<&str> = transitions
+        .iter()
+        .filter_map(|t| t["state"].as_str())
+        .collect();
+    assert_eq!(states, ["healthy", "unhealthy"], "{transitions:?}");
 }

@@ -216,6 +216,44 @@ pub fn uptime<'a>(rows: impl Iterator<Item = &'a Row>) -> Option<f64> {
     (observed > 0.0).then(|| 1.0 - down / observed)
 }
 
+/// Most rows and transitions kept for a flush that failed: a disk full
+/// for long loses its oldest minutes, never the monitor's memory.
+const MOST_UNWRITTEN: usize = 100_000;
+
+/// Rows of a flush: server, minute, what it did then.
+type Rows = Vec<(String, i64, Row)>;
+/// State changes of a flush, by server.
+type Transitions = Vec<(String, Transition)>;
+
+/// What failed flushes held, to try again.
+#[derive(Default)]
+struct Unwritten {
+    rows: Rows,
+    transitions: Transitions,
+}
+
+impl Unwritten {
+    fn add(&mut self, rows: Rows, transitions: Transitions) {
+        self.rows.extend(rows);
+        self.transitions.extend(transitions);
+        keep_newest(&mut self.rows);
+        keep_newest(&mut self.transitions);
+    }
+
+    fn take(&mut self) -> (Rows, Transitions) {
+        (
+            std::mem::take(&mut self.rows),
+            std::mem::take(&mut self.transitions),
+        )
+    }
+}
+
+/// Drop the oldest of `v` beyond [`MOST_UNWRITTEN`].
+fn keep_newest<T>(v: &mut Vec<T>) {
+    let over = v.len().saturating_sub(MOST_UNWRITTEN);
+    v.drain(..over);
+}
+
 /// Write the history from `fleet`'s snapshots every `every` until
 /// `cancel`, then once more (what happened since the last flush).
 pub async fn run(
@@ -230,6 +268,7 @@ pub async fn run(
         .await
         .unwrap_or_default();
     let mut sampler = Sampler::after(recorded);
+    let mut unwritten = Unwritten::default();
     let mut failing = false;
     let mut pruned = None;
     let mut tick = tokio::time::interval(every);
@@ -246,8 +285,7 @@ pub async fn run(
         let rows::Sample { rows, transitions } = sampler.sample(&snap, tokio::time::Instant::now());
         let now = SystemTime::now();
         let minute = Resolution::Minute.start(unix(now));
-        let rows: Vec<(String, i64, Row)> =
-            rows.into_iter().map(|(id, r)| (id, minute, r)).collect();
+        let rows: Rows = rows.into_iter().map(|(id, r)| (id, minute, r)).collect();
         let retention = history.retention;
         // Pruning reads every row: once an hour, and at the start.
         let prune = pruned.is_none_or(|at: tokio::time::Instant| at.elapsed() >= PRUNE_EVERY);
@@ -255,17 +293,28 @@ pub async fn run(
             pruned = Some(tokio::time::Instant::now());
         }
         history.counted(&rows, unix(now));
-        let wrote = history
+        // A flush is one transaction: what a failed one held is tried again
+        // at the next, so a full disk freed in time loses nothing.
+        unwritten.add(rows, transitions);
+        let (rows, transitions) = unwritten.take();
+        let outcome = history
             .with(move |s| {
-                s.flush(&rows, &transitions)?;
-                if prune {
-                    s.prune(now, retention)?;
-                }
-                Ok(())
+                let flushed = s.flush(&rows, &transitions);
+                let pruned = match (&flushed, prune) {
+                    (Ok(()), true) => s.prune(now, retention),
+                    _ => Ok(()),
+                };
+                Ok((flushed, pruned, rows, transitions))
             })
             .await;
-        let result = if wrote.is_ok() { "ok" } else { "failed" };
-        failures.with_label_values(&[result]).inc();
+        let wrote = match outcome {
+            Ok((Err(e), _, rows, transitions)) => {
+                unwritten.add(rows, transitions);
+                Err(e)
+            }
+            Ok((Ok(()), pruned, ..)) => pruned,
+            Err(e) => Err(e),
+        };
         // Once per change: a full disk writes one error, not one a minute.
         match (&wrote, failing) {
             (Err(e), false) => {
@@ -274,9 +323,27 @@ pub async fn run(
             (Ok(()), true) => tracing::info!("the history is written again"),
             _ => {}
         }
+        let result = if wrote.is_ok() { "ok" } else { "failed" };
+        failures.with_label_values(&[result]).inc();
         failing = wrote.is_err();
         if last {
             break;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MOST_UNWRITTEN, keep_newest};
+
+    #[test]
+    fn a_disk_full_for_long_keeps_the_newest_unwritten_only() {
+        let mut v: Vec<usize> = (0..MOST_UNWRITTEN + 5).collect();
+        keep_newest(&mut v);
+        assert_eq!(v.len(), MOST_UNWRITTEN);
+        assert_eq!(v.first(), Some(&5));
+        let mut short = vec![1, 2];
+        keep_newest(&mut short);
+        assert_eq!(short, [1, 2]);
     }
 }
