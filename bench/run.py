@@ -203,6 +203,9 @@ def run_mcpmon(mode, target, n, interval, duration, defaults=False):
             time.sleep(0.1)
         judged_s = time.time() - started
         time.sleep(interval)  # one full round before measuring
+        # Start-up's peak against the held sessions' resident set, read
+        # before any scrape can raise either.
+        started_peak_kib, steady_kib = status_kib(p.pid, "VmHWM"), status_kib(p.pid, "VmRSS")
 
         def pings():
             text = get(addr, "/metrics")[1]
@@ -229,6 +232,7 @@ def run_mcpmon(mode, target, n, interval, duration, defaults=False):
         return {
             "client": "mcpmon", "cpu_s": c1 - c0, "pings": p1 - p0, "failures": 0,
             "peak_rss_kib": status_kib(p.pid, "VmHWM"), "rss_kib": status_kib(p.pid, "VmRSS"),
+            "startup_peak_kib": started_peak_kib, "steady_kib": steady_kib,
             "p50_us": q(0.5), "p99_us": q(0.99), "judged_s": judged_s,
             "metrics_ms": metrics_ms, "metrics_kib": len(metrics_text) / 1024,
             "metrics_gzip_ms": gz_ms, "metrics_gzip_kib": gz_bytes / 1024, "series_per_server": per_server,
@@ -646,6 +650,8 @@ def report(results, scenarios, clients):
                 f"{mode} N={n}: mcpmon {100 * med(m, 'core_share'):.2f}% of one core at one ping per "
                 f"{m[0]['interval_s']:g} s per server; {med(m, 'wakeups_per_s'):.1f} wake-ups/s; "
                 f"RSS {med(m, 'rss_kib') / 1024:.1f} MiB; "
+                f"start-up peak {med(m, 'startup_peak_kib') / 1024:.1f} MiB = "
+                f"{med([{'v': r['startup_peak_kib'] / r['steady_kib']} for r in m], 'v'):.2f}× the steady RSS; "
                 f"/metrics {med(m, 'metrics_ms'):.1f} ms ({med(m, 'metrics_kib'):.0f} KiB), "
                 f"gzip {med(m, 'metrics_gzip_ms'):.1f} ms ({med(m, 'metrics_gzip_kib'):.0f} KiB), "
                 f"{med(m, 'series_per_server'):.1f} series per server; "
