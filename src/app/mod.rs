@@ -310,7 +310,8 @@ impl Service {
     }
 }
 
-/// Open the history and start its writer, when it is on. A history that
+/// Open the history and start its writer (or, read from a query API, its
+/// reader of the fleet's days), when it is on. A history that
 /// cannot be opened (a read-only directory) is off for this run, said once.
 fn start_history(
     cfg: Option<&crate::output::history::HistoryConfig>,
@@ -333,9 +334,6 @@ fn start_history(
             return (None, None);
         }
     };
-    if !opened.writes() {
-        return (Some(opened), None);
-    }
     let writer = tokio::spawn(history::run(
         opened.clone(),
         snapshots.clone(),

@@ -340,6 +340,21 @@ async fn a_replica_without_a_file_reads_the_history_from_prometheus() {
     writer
         .wait_status("search", "unhealthy", Duration::from_secs(10))
         .await;
+    // Enough scraped for a day's increase: the fleet's days are read once
+    // at start, then every five minutes.
+    eventually(
+        "Prometheus has an increase of search's time",
+        Duration::from_secs(30),
+        async || {
+            let q = "increase(mcpmon_server_observed_seconds_total{server=\"search\"}[1d]) > 0";
+            if prom.query(q).await.is_empty() {
+                Err("not yet")
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
     // A replica with no file of its own, reading what Prometheus scraped.
     let reader = Binary::start(&file, &["--history.prometheus-url", prom.base()]).await;
     let read = eventually(
@@ -373,6 +388,10 @@ async fn a_replica_without_a_file_reads_the_history_from_prometheus() {
         .cloned()
         .expect("unhealthy");
     assert_eq!(t["reason"], "unreachable", "{t}");
+    // The fleet page's days come from the same API, for the whole fleet.
+    let (code, page) = reader.get("/").await;
+    assert_eq!(code, 200);
+    assert!(page.contains("last 30 days: worst day"), "{page}");
     // It writes no file of its own.
     assert!(!dir.path().join("fleet.history.db").exists());
     // An API that does not answer is the API's failure, said as such.

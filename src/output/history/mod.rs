@@ -197,11 +197,6 @@ impl History {
         })
     }
 
-    /// Whether it is written here (a file), not read from elsewhere.
-    pub fn writes(&self) -> bool {
-        matches!(self.source, Source::File(_))
-    }
-
     /// Bytes the file takes.
     pub async fn size(&self) -> Result<u64, StoreError> {
         self.with(|s| s.size()).await
@@ -214,6 +209,42 @@ pub fn uptime<'a>(rows: impl Iterator<Item = &'a Row>) -> Option<f64> {
         (o + r.spent.observed(), d + r.spent.down)
     });
     (observed > 0.0).then(|| 1.0 - down / observed)
+}
+
+/// How often a history read from a query API asks again for the fleet
+/// page's days (each cell is a day: minutes late is nothing).
+const DAYS_EVERY: Duration = Duration::from_secs(300);
+
+/// Keep the fleet page's days from the query API until `cancel`: there is
+/// nothing to write, and the page must not query per server per render.
+async fn read_days(history: &History, remote: &remote::Remote, cancel: CancellationToken) {
+    let mut failing = false;
+    loop {
+        let now = unix(SystemTime::now());
+        let since = Resolution::Day.start(now) - DAYS_SHOWN as i64 * 86_400;
+        match remote.days(since, now).await {
+            Ok(mut days) => {
+                days.trim(now);
+                let mut shown = history.daily.lock().unwrap_or_else(|p| p.into_inner());
+                days.version = shown.version.wrapping_add(1);
+                *shown = Arc::new(days);
+                if failing {
+                    tracing::info!("the fleet's days are read again");
+                }
+                failing = false;
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(error = %e, "cannot read the fleet's days; the strip keeps the last ones");
+                }
+                failing = true;
+            }
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(DAYS_EVERY) => {}
+        }
+    }
 }
 
 /// Most rows and transitions kept for a flush that failed: a disk full
@@ -255,7 +286,8 @@ fn keep_newest<T>(v: &mut Vec<T>) {
 }
 
 /// Write the history from `fleet`'s snapshots every `every` until
-/// `cancel`, then once more (what happened since the last flush).
+/// `cancel`, then once more (what happened since the last flush); or,
+/// when it is read from a query API, keep the fleet page's days from it.
 pub async fn run(
     history: History,
     mut fleet: watch::Receiver<Arc<Snapshot>>,
@@ -263,6 +295,9 @@ pub async fn run(
     failures: prometheus::IntCounterVec,
     cancel: CancellationToken,
 ) {
+    if let Source::Prometheus(remote) = &history.source {
+        return read_days(&history, remote, cancel).await;
+    }
     let recorded = history
         .with(|s| s.last_transitions())
         .await

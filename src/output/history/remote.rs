@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::rows::{Resolution, Row, Transition};
+use super::rows::{Daily, Resolution, Row, Transition};
 use super::store::StoreError;
 use crate::state::series::Spent;
 
@@ -93,6 +93,41 @@ impl Remote {
         }
         let transitions = self.transitions(&sel, since, now).await?;
         Ok((rows.into_iter().collect(), transitions))
+    }
+
+    /// Every server's observed and down seconds per day from `since` to
+    /// `now`, for the fleet page's strip: two queries for the whole fleet.
+    pub async fn days(&self, since: i64, now: i64) -> Result<Daily, StoreError> {
+        let step = Resolution::Day.seconds();
+        let (start, end) = (since + step, now - now.rem_euclid(step) + step);
+        let q = |agg: &str, m: &str| format!("{agg} by (server) (increase({m}[{step}s]))");
+        let observed = self
+            .range(
+                &q("max", "mcpmon_server_observed_seconds_total"),
+                start,
+                end,
+                step,
+            )
+            .await?;
+        let down = self
+            .range(
+                &q("min", "mcpmon_server_down_seconds_total"),
+                start,
+                end,
+                step,
+            )
+            .await?;
+        let mut daily = Daily::default();
+        for (column, is_down) in [(&observed, false), (&down, true)] {
+            for (server, points) in column {
+                for &(t, v) in points.iter().filter(|p| p.1.is_finite()) {
+                    let v = v.max(0.0);
+                    let (o, d) = if is_down { (0.0, v) } else { (v, 0.0) };
+                    daily.add(server, t - step, o, d);
+                }
+            }
+        }
+        Ok(daily)
     }
 
     /// State changes, from the state series at the finest step the API
