@@ -47,6 +47,9 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(60);
 /// How often rows past their keep are dropped.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
+/// The most state changes a read answers: the latest ones.
+const MOST_TRANSITIONS: usize = 500;
+
 /// The open history, shared by the writer and the endpoints.
 #[derive(Clone)]
 pub struct History {
@@ -178,10 +181,19 @@ impl History {
         let (id, after) = (server.to_owned(), unix(now) as f64 - window.as_secs_f64());
         let (rows, transitions) = match &self.source {
             Source::File(_) => {
-                self.with(move |s| Ok((s.rows(&id, res, since)?, s.transitions(&id, after, 500)?)))
-                    .await?
+                self.with(move |s| {
+                    Ok((
+                        s.rows(&id, res, since)?,
+                        s.transitions(&id, after, MOST_TRANSITIONS)?,
+                    ))
+                })
+                .await?
             }
-            Source::Prometheus(remote) => remote.read(&id, res, since, unix(now)).await?,
+            Source::Prometheus(remote) => {
+                let (rows, mut transitions) = remote.read(&id, res, since, unix(now)).await?;
+                transitions.drain(..transitions.len().saturating_sub(MOST_TRANSITIONS));
+                (rows, transitions)
+            }
         };
         Ok(Read {
             server: server.to_owned(),
