@@ -41,29 +41,88 @@ use std::time::Duration;
 
 /// Tests share the machine, except those that load it on purpose (the
 /// hostile suite's attacks), which run alone: each mcpmon a test starts
-/// holds a shared turn, and [`alone`] waits for all of them to end.
-static MACHINE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+/// holds a shared turn, and [`alone`] waits until none is held.
+///
+/// Turns are never refused while a test waits to run alone: a test that
+/// holds a turn and starts another mcpmon (a replica, a restart) would
+/// otherwise wait behind the waiting test, which waits for its turn to
+/// end, for ever (tokio's `RwLock` queues readers behind a waiting
+/// writer). A test waiting alone runs at the first moment no mcpmon does.
+static MACHINE: std::sync::Mutex<Machine> = std::sync::Mutex::new(Machine {
+    turns: 0,
+    alone: false,
+});
+static MACHINE_CHANGED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Who holds the machine.
+struct Machine {
+    turns: usize,
+    alone: bool,
+}
 
 tokio::task_local! {
     /// Set while a test runs [`alone`]: its own mcpmons take no turn.
     static ALONE: ();
 }
 
-/// A shared turn on the machine.
-pub type Turn = tokio::sync::RwLockReadGuard<'static, ()>;
+/// Wait until `take` says the machine is ours (it has then taken it).
+async fn wait_for(mut take: impl FnMut(&mut Machine) -> bool) {
+    loop {
+        // Listening before looking: a release between the two is not lost.
+        let changed = MACHINE_CHANGED.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if take(&mut MACHINE.lock().unwrap_or_else(|p| p.into_inner())) {
+            return;
+        }
+        changed.await;
+    }
+}
+
+fn release(give: impl FnOnce(&mut Machine)) {
+    give(&mut MACHINE.lock().unwrap_or_else(|p| p.into_inner()));
+    MACHINE_CHANGED.notify_waiters();
+}
+
+/// A shared turn on the machine, held until dropped.
+pub struct Turn(());
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        release(|m| m.turns -= 1);
+    }
+}
 
 /// A shared turn, unless the calling test runs alone.
 pub async fn turn() -> Option<Turn> {
     if ALONE.try_with(|_| ()).is_ok() {
         return None;
     }
-    Some(MACHINE.read().await)
+    wait_for(|m| {
+        let free = !m.alone;
+        m.turns += usize::from(free);
+        free
+    })
+    .await;
+    Some(Turn(()))
 }
 
 /// Run `test` with the machine to itself: no other test's mcpmon runs
 /// meanwhile.
 pub async fn alone<F: std::future::Future>(test: F) -> F::Output {
-    let _all = MACHINE.write().await;
+    wait_for(|m| {
+        let free = m.turns == 0 && !m.alone;
+        m.alone |= free;
+        free
+    })
+    .await;
+    struct Alone;
+    impl Drop for Alone {
+        fn drop(&mut self) {
+            release(|m| m.alone = false);
+        }
+    }
+    let _all = Alone;
     ALONE.scope((), test).await
 }
 
