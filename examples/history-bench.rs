@@ -49,6 +49,13 @@ fn main() {
             latency_p95_ms: 12.0 + (i % 11) as f64,
         }
     };
+    // Every server's row of `secs` seconds at `t`, as one flush holds them.
+    let rows_at = |t: i64, secs: f64| -> Vec<(String, i64, Row)> {
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| (id.clone(), t, row(i, t, secs)))
+            .collect()
+    };
     let started = Instant::now();
     let (mut store, _) = Store::open(&db).expect("open");
     let retention = Duration::from_secs(400 * 86_400);
@@ -56,11 +63,7 @@ fn main() {
     // An hour's rows a flush for 90 days, then a minute's for the last day.
     for h in 0..DAYS * 24 {
         let t = first + h * 3600;
-        let rows: Vec<(String, i64, Row)> = ids
-            .iter()
-            .enumerate()
-            .map(|(i, id)| (id.clone(), t, row(i, t, 3600.0)))
-            .collect();
+        let rows = rows_at(t, 3600.0);
         let transitions: Vec<(String, Transition)> = if h % 24 == 0 {
             ids.iter()
                 .step_by(50)
@@ -84,11 +87,7 @@ fn main() {
     }
     for m in 0..1440 {
         let t = end - 86_400 + m * 60;
-        let rows: Vec<(String, i64, Row)> = ids
-            .iter()
-            .enumerate()
-            .map(|(i, id)| (id.clone(), t, row(i, t, 60.0)))
-            .collect();
+        let rows = rows_at(t, 60.0);
         store.flush(&rows, &[]).expect("flush");
     }
     store.prune(at(end), retention).expect("prune");
@@ -98,11 +97,7 @@ fn main() {
     let cpu0 = cpu_seconds();
     for r in 0..reps {
         let t = end + r * 60;
-        let rows: Vec<(String, i64, Row)> = ids
-            .iter()
-            .enumerate()
-            .map(|(i, id)| (id.clone(), t, row(i, t, 60.0)))
-            .collect();
+        let rows = rows_at(t, 60.0);
         store.flush(&rows, &[]).expect("flush");
     }
     let flush_cpu = (cpu_seconds() - cpu0) / reps as f64;

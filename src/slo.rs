@@ -309,23 +309,33 @@ fn pyrra(o: &Objective, namespace: &str) -> [Value; 2] {
         doc(
             "availability",
             o.slo.availability,
-            format!(
-                "{} is up {}% of the time it is observed.",
-                o.who, o.slo.availability
-            ),
+            up_text(o),
             json!({"ratio": {"errors": {"metric": q.down}, "total": {"metric": q.observed}}}),
         ),
         doc(
             "latency",
             o.slo.latency,
-            format!(
-                "Liveness probes to {} answered within {}.",
-                o.who,
-                humantime::format_duration(o.slo.latency_threshold.0)
-            ),
+            answered_text(o),
             json!({"latency": {"success": {"metric": q.answered_in_time}, "total": {"metric": q.answered}}}),
         ),
     ]
+}
+
+/// What the availability objective says, in words (Pyrra and OpenSLO).
+fn up_text(o: &Objective) -> String {
+    format!(
+        "{} is up {}% of the time it is observed.",
+        o.who, o.slo.availability
+    )
+}
+
+/// What the latency objective says, in words (Pyrra and OpenSLO).
+fn answered_text(o: &Objective) -> String {
+    format!(
+        "Liveness probes to {} answered within {}.",
+        o.who,
+        humantime::format_duration(o.slo.latency_threshold.0)
+    )
 }
 
 /// A percentage as a ratio, without the binary residue of dividing
@@ -369,20 +379,13 @@ fn openslo(o: &Objective) -> [Value; 2] {
         doc(
             "availability",
             o.slo.availability,
-            format!(
-                "{} is up {}% of the time it is observed.",
-                o.who, o.slo.availability
-            ),
+            up_text(o),
             json!({"counter": true, "bad": source(&q.down), "total": source(&q.observed)}),
         ),
         doc(
             "latency",
             o.slo.latency,
-            format!(
-                "Liveness probes to {} answered within {}.",
-                o.who,
-                humantime::format_duration(o.slo.latency_threshold.0)
-            ),
+            answered_text(o),
             json!({"counter": true, "good": source(&q.answered_in_time), "total": source(&q.answered)}),
         ),
     ]
