@@ -18,6 +18,10 @@ use crate::state::series::Spent;
 /// Most points Prometheus returns of one series (its own limit is 11 000).
 const MOST_POINTS: i64 = 10_000;
 
+/// The most bytes one answer may take: a window's points for a few
+/// series are well under a megabyte; a larger answer is not one.
+const MOST_BYTES: usize = 16 << 20;
+
 /// A query API.
 #[derive(Clone)]
 pub struct Remote {
@@ -204,21 +208,25 @@ impl Remote {
             ],
         )
         .map_err(|e| remote(e.to_string()))?;
-        let answer: Value = self
+        let mut response = self
             .client
             .get(url)
             .timeout(Duration::from_secs(10))
             .send()
             .await
-            .map_err(|e| remote(e.to_string()))?
-            .json()
-            .await
             .map_err(|e| remote(e.to_string()))?;
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| remote(e.to_string()))? {
+            if body.len() + chunk.len() > MOST_BYTES {
+                return Err(remote(format!("an answer over {MOST_BYTES} bytes")));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let answer: Value = serde_json::from_slice(&body).map_err(|e| remote(e.to_string()))?;
         if answer["status"] != "success" {
-            return Err(remote(format!(
-                "{}: {}",
-                answer["errorType"], answer["error"]
-            )));
+            // The API's own words reach the page and the log: defused.
+            let said = format!("{}: {}", answer["errorType"], answer["error"]);
+            return Err(remote(crate::config::defuse(&said, 300)));
         }
         let series = answer["data"]["result"]
             .as_array()
@@ -260,6 +268,51 @@ fn selector(server: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// An "API" that answers every query with `body`, once per connection.
+    async fn answering(body: Vec<u8>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut c, _)) = listener.accept().await {
+                let body = body.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = c.read(&mut buf).await;
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = c.write_all(head.as_bytes()).await;
+                    let _ = c.write_all(&body).await;
+                });
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    #[tokio::test]
+    async fn an_answer_too_large_or_hostile_is_refused_bounded_and_defused() {
+        let client = reqwest::Client::new();
+        let huge = answering(vec![b' '; super::MOST_BYTES + 1]).await;
+        let e = super::Remote::new(client.clone(), &huge)
+            .range("up", 0, 60, 60)
+            .await
+            .expect_err("too large");
+        assert!(e.to_string().contains("an answer over"), "{e}");
+        let said = br#"{"status":"error","errorType":"bad_data","error":"x\u001b[31m\nforged"}"#;
+        let hostile = answering(said.to_vec()).await;
+        let e = super::Remote::new(client, &hostile)
+            .range("up", 0, 60, 60)
+            .await
+            .expect_err("an error");
+        let text = e.to_string();
+        assert!(!text.contains('\u{1b}') && !text.contains('\n'), "{text:?}");
+    }
+
     #[test]
     fn a_server_id_cannot_leave_its_selector() {
         assert_eq!(super::selector("a"), r#"{server="a"}"#);
