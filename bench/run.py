@@ -4,7 +4,8 @@
 Runs mcpmon and each peer client (bench/peers: TypeScript SDK, Python SDK,
 a raw standard-library Python client, and examples/floor-peer.rs, the
 physical floor: raw tokio TCP with keep-alive and a pre-built ping, no MCP
-library; floor-hyper and floor-reqwest send the same pings through those
+library; floor-hyper, floor-hyper-pool and floor-reqwest send the same
+pings through those
 HTTP libraries) against the same fleet
 simulator (examples/fleet-sim.rs), alternating, for several repetitions. It
 prints the medians as a table of ratios. The workload is the same for
@@ -58,10 +59,11 @@ PY_SDK = ROOT / "tests/python/.venv-legacy/bin/python"
 
 # Peers that cannot hold this many sessions in reasonable time are skipped.
 LIMITS = {"ts": 1000, "py": 1000, "raw": 10000, "mcpmon": 10000, "floor": 10000,
-          "floor-hyper": 10000, "floor-reqwest": 10000}
+          "floor-hyper": 10000, "floor-reqwest": 10000, "floor-hyper-pool": 10000}
 # The floors speak HTTP only: raw bytes on a socket, then the same pings
 # through hyper and through reqwest (the price of an HTTP library).
-FLOORS = {"floor": "raw", "floor-hyper": "hyper", "floor-reqwest": "reqwest"}
+FLOORS = {"floor": "raw", "floor-hyper": "hyper", "floor-reqwest": "reqwest",
+          "floor-hyper-pool": "hyper-pool"}
 FLOOR = ROOT / "target/release/examples/floor-peer"
 
 
@@ -274,7 +276,7 @@ def main():
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between pings of one session")
     ap.add_argument("--http", default="100,1000,10000")
     ap.add_argument("--stdio", default="20,200")
-    ap.add_argument("--clients", default="floor,floor-hyper,floor-reqwest,raw,mcpmon,ts,py")
+    ap.add_argument("--clients", default="floor,floor-hyper,floor-hyper-pool,floor-reqwest,raw,mcpmon,ts,py")
     ap.add_argument("--json", help="also write every result here")
     ap.add_argument("--profile", default="release", help="cargo profile whose binaries to run")
     ap.add_argument("--mcpmon", help="run this mcpmon binary instead (an A/B against another build)")
@@ -638,7 +640,7 @@ def report(results, scenarios, clients):
         if mon_cpu and floor:
             floor_cpu = med([{"v": 1e6 * r["cpu_s"] / max(r["pings"], 1)} for r in floor], "v")
             summary.append(f"{mode} N={n}: mcpmon CPU per ping = {mon_cpu / floor_cpu:.2f} × the floor client's ({mon_cpu:.1f} / {floor_cpu:.1f} µs)")
-            for lib in ("floor-hyper", "floor-reqwest"):
+            for lib in ("floor-hyper", "floor-hyper-pool", "floor-reqwest"):
                 rows = results.get((mode, n, lib))
                 if rows:
                     lib_cpu = med([{"v": 1e6 * r["cpu_s"] / max(r["pings"], 1)} for r in rows], "v")

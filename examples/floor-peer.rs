@@ -4,15 +4,16 @@
 //! read by Content-Length with no JSON parsing on the ping path, one task
 //! per session on a current-thread runtime. No MCP library.
 //!
-//! Two more floors put the HTTP libraries on the same scale, with the same
+//! Three more floors put the HTTP libraries on the same scale, with the same
 //! pre-built ping and no JSON parsing: `hyper` (one hyper HTTP/1.1
-//! connection per session, driven by its own task, as hyper requires) and
-//! `reqwest` (one shared reqwest client with its connection pool, the stack
-//! mcpmon's HTTP sessions use). What they add to `raw` is the price of using
+//! connection per session, driven by its own task, as hyper requires),
+//! `hyper-pool` (one shared hyper-util pooled client, the one mcpmon's held
+//! sessions use) and `reqwest` (one shared reqwest client, which wraps that
+//! pool, the stack mcpmon's handshakes use). What they add to `raw` is the price of using
 //! a well-kept HTTP library instead of writing bytes to a socket.
 //!
 //! ```text
-//! floor-peer http URL_BASE N INTERVAL_S DURATION_S [raw|hyper|reqwest]
+//! floor-peer http URL_BASE N INTERVAL_S DURATION_S [raw|hyper|hyper-pool|reqwest]
 //! ```
 //!
 //! Prints one JSON line in the shape of bench/peers/raw-peer.py.
@@ -169,7 +170,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         [_, m, b, n, i, d, v] => (m, b, n, i, d, Via::parse(v)?),
         _ => {
             return Err(
-                "usage: floor-peer http URL_BASE N INTERVAL_S DURATION_S [raw|hyper|reqwest]"
+                "usage: floor-peer http URL_BASE N INTERVAL_S DURATION_S [raw|hyper|hyper-pool|reqwest]"
                     .into(),
             );
         }
@@ -195,6 +196,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // raw connection. Every floor sends a first ping before the clock
         // starts, so that no pool or connection task is set up on it.
         let http = reqwest::Client::new();
+        let pool: std::sync::Arc<Pool> = std::sync::Arc::new(
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http(),
+        );
         let mut pingers = Vec::with_capacity(n);
         for s in sessions {
             let mut pinger = match via {
@@ -202,6 +207,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Via::Hyper => Pinger::hyper(s, base).await.map_err(|e| e.to_string())?,
                 Via::Reqwest => {
                     Pinger::reqwest(s, base, http.clone()).map_err(|e| e.to_string())?
+                }
+                Via::HyperPool => {
+                    Pinger::hyper_pool(s, base, pool.clone()).map_err(|e| e.to_string())?
                 }
             };
             pinger.ping().await.map_err(|e| e.to_string())?;
@@ -262,6 +270,7 @@ enum Via {
     Raw,
     Hyper,
     Reqwest,
+    HyperPool,
 }
 
 impl Via {
@@ -270,7 +279,10 @@ impl Via {
             "raw" => Ok(Via::Raw),
             "hyper" => Ok(Via::Hyper),
             "reqwest" => Ok(Via::Reqwest),
-            other => Err(format!("unknown floor {other:?}: raw, hyper or reqwest").into()),
+            "hyper-pool" => Ok(Via::HyperPool),
+            other => {
+                Err(format!("unknown floor {other:?}: raw, hyper, hyper-pool or reqwest").into())
+            }
         }
     }
 
@@ -279,11 +291,18 @@ impl Via {
             Via::Raw => "floor",
             Via::Hyper => "floor-hyper",
             Via::Reqwest => "floor-reqwest",
+            Via::HyperPool => "floor-hyper-pool",
         }
     }
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// hyper-util's pooled client over plain TCP.
+type Pool = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    http_body_util::Full<bytes::Bytes>,
+>;
 
 /// A session's pings: bytes on its own socket, or through an HTTP library.
 /// The request is built from parts made once, the answer's body is read
@@ -292,6 +311,11 @@ enum Pinger {
     Raw(Session),
     Hyper {
         send: hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>,
+        request: hyper::Request<()>,
+        body: bytes::Bytes,
+    },
+    HyperPool {
+        http: std::sync::Arc<Pool>,
         request: hyper::Request<()>,
         body: bytes::Bytes,
     },
@@ -324,6 +348,24 @@ impl Pinger {
         }
         Ok(Pinger::Hyper {
             send,
+            request: request.body(())?,
+            body: bytes::Bytes::from_static(PING.as_bytes()),
+        })
+    }
+
+    /// The session's route through hyper-util's pool (the one reqwest
+    /// wraps); the raw socket closes.
+    fn hyper_pool(s: Session, base: &str, http: std::sync::Arc<Pool>) -> Result<Self, BoxError> {
+        let url = reqwest::Url::parse(base)?.join(&s.path)?;
+        let mut request = hyper::Request::post(url.as_str())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25");
+        if let Some(id) = &s.id {
+            request = request.header("mcp-session-id", id.as_str());
+        }
+        Ok(Pinger::HyperPool {
+            http,
             request: request.body(())?,
             body: bytes::Bytes::from_static(PING.as_bytes()),
         })
@@ -365,6 +407,20 @@ impl Pinger {
                 *r.uri_mut() = request.uri().clone();
                 *r.headers_mut() = request.headers().clone();
                 let response = send.send_request(r).await?;
+                let status = response.status().as_u16();
+                response.into_body().collect().await?;
+                Ok(status)
+            }
+            Pinger::HyperPool {
+                http,
+                request,
+                body,
+            } => {
+                let mut r = hyper::Request::new(http_body_util::Full::new(body.clone()));
+                *r.method_mut() = request.method().clone();
+                *r.uri_mut() = request.uri().clone();
+                *r.headers_mut() = request.headers().clone();
+                let response = http.request(r).await?;
                 let status = response.status().as_u16();
                 response.into_body().collect().await?;
                 Ok(status)

@@ -86,7 +86,11 @@ impl ProbeReport {
 /// Run one probe against `spec`: open, list, then the server's probes
 /// once each (liveness `opts.pings` times), then the requested call, and
 /// judge it all as the service would.
-pub async fn probe(spec: &ServerSpec, http: &reqwest::Client, opts: &ProbeOptions) -> ProbeReport {
+pub async fn probe(
+    spec: &ServerSpec,
+    http: &crate::transport::Http,
+    opts: &ProbeOptions,
+) -> ProbeReport {
     let s = &spec.settings;
     let mut tracker = Tracker::new(spec, Instant::now());
     let mut report = ProbeReport::new(&spec.id);

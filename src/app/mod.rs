@@ -40,9 +40,9 @@ pub enum RunError {
     /// The metrics registry rejected a metric (a programming error).
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
-    /// The HTTP client could not be built (TLS roots unavailable).
+    /// The HTTP clients could not be built (TLS roots unavailable).
     #[error("http client: {0}")]
-    Http(#[from] reqwest::Error),
+    Http(#[from] crate::transport::HttpSetupError),
     /// The web server failed.
     #[error("web server: {0}")]
     Serve(#[from] std::io::Error),
@@ -181,7 +181,7 @@ impl Service {
         let metrics = Arc::new(Metrics::new(REVISION, options.exposition)?);
         metrics.record_reload(true);
         redact::set_secrets(config.secrets());
-        let http = http_client()?;
+        let http = crate::transport::Http::shared()?;
         let cancel = CancellationToken::new();
         let (fleet_tx, fleet_rx) = mpsc::channel(4096);
         let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));

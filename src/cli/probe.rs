@@ -95,7 +95,7 @@ pub fn run(a: &ProbeArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Result<E
         call,
     };
     let report = runtime.block_on(async {
-        let http = mcpmon::http_client()?;
+        let http = mcpmon::transport::Http::shared()?;
         anyhow::Ok(probe(&spec, &http, &options).await)
     })?;
     match a.output {

@@ -49,7 +49,11 @@ pub fn default_handshakes() -> usize {
 impl Supervisors {
     /// An empty set whose servers are reached through real sessions over
     /// `http` (or stdio); supervisors get child tokens of `cancel`.
-    pub fn new(http: reqwest::Client, state: mpsc::Sender<Msg>, cancel: CancellationToken) -> Self {
+    pub fn new(
+        http: crate::transport::Http,
+        state: mpsc::Sender<Msg>,
+        cancel: CancellationToken,
+    ) -> Self {
         let connect: MakeConnector = Arc::new(move |spec: &ServerSpec| {
             match McpConnector::new(spec, &http, crate::transport::http_client_builder) {
                 Ok(c) => Arc::new(c) as Arc<dyn Connector>,

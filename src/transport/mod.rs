@@ -29,6 +29,7 @@ pub mod session;
 pub mod sse_events;
 pub mod tls;
 pub mod tools;
+pub mod wire;
 
 use std::time::Duration;
 
@@ -220,6 +221,38 @@ pub fn http_client_builder() -> reqwest::ClientBuilder {
         .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
         .tcp_keepalive(Duration::from_secs(30))
         .redirect(reqwest::redirect::Policy::none())
+}
+
+/// The clients that reach a server: reqwest for what runs once per session
+/// (rmcp's handshake, OAuth, the legacy SSE transport), the wire for the
+/// requests of a held session, which run every few seconds.
+#[derive(Clone)]
+pub struct Http {
+    /// The handshake's client.
+    pub client: reqwest::Client,
+    /// The held session's client.
+    pub wire: wire::Wire,
+}
+
+/// Why the shared HTTP clients could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpSetupError {
+    /// reqwest refused its settings.
+    #[error("HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+    /// The system's TLS roots or settings.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+}
+
+impl Http {
+    /// The clients plain-HTTP servers share.
+    pub fn shared() -> Result<Http, HttpSetupError> {
+        Ok(Http {
+            client: http_client_builder().build()?,
+            wire: wire::shared()?,
+        })
+    }
 }
 
 /// A connector whose every attempt fails the same way: a server whose TLS

@@ -100,7 +100,7 @@ pub(super) enum Carrier {
 pub(super) struct Legacy {
     pub(super) link: Arc<LegacyLink>,
     pub(super) spec: Box<ServerSpec>,
-    pub(super) http: reqwest::Client,
+    pub(super) http: super::Http,
     pub(super) version: ProtocolVersion,
 }
 
@@ -128,8 +128,8 @@ pub struct McpSession {
 pub struct McpConnector {
     /// The server.
     pub spec: ServerSpec,
-    /// The HTTP client: the shared one, or for HTTPS one of its own.
-    pub http: reqwest::Client,
+    /// The HTTP clients: the shared ones, or for HTTPS their own.
+    pub http: super::Http,
     /// What that client's TLS handshakes saw (HTTPS only).
     pub seen: Option<super::tls::Seen>,
 }
@@ -140,15 +140,14 @@ impl McpConnector {
     /// settings), which records the certificates presented.
     pub fn new(
         spec: &ServerSpec,
-        shared: &reqwest::Client,
+        shared: &super::Http,
         base: impl FnOnce() -> reqwest::ClientBuilder,
     ) -> Result<McpConnector, super::tls::TlsError> {
         let (http, seen) = match &spec.transport {
             crate::config::TransportSpec::Http { url, tls, .. } if url.scheme() == "https" => {
                 let default = crate::config::TlsSpec::default();
-                let (client, seen) =
-                    super::tls::client(tls.as_deref().unwrap_or(&default), base())?;
-                (client, Some(seen))
+                let (http, seen) = super::tls::client(tls.as_deref().unwrap_or(&default), base())?;
+                (http, Some(seen))
             }
             _ => (shared.clone(), None),
         };

@@ -174,19 +174,20 @@ pub fn client_config(spec: &TlsSpec, seen: Seen) -> Result<rustls::ClientConfig,
     Ok(config)
 }
 
-/// A client of its own for an HTTPS server, from `base` (the shared
-/// client's settings), and what its handshakes see.
+/// Clients of its own for an HTTPS server, the handshake's from `base`
+/// (the shared client's settings), and what their handshakes see.
 pub fn client(
     spec: &TlsSpec,
     base: reqwest::ClientBuilder,
-) -> Result<(reqwest::Client, Seen), TlsError> {
+) -> Result<(super::Http, Seen), TlsError> {
     let seen = Seen::default();
     let config = client_config(spec, seen.clone())?;
+    let wire = super::wire::Wire::new(&config);
     let client = base
         .tls_backend_preconfigured(config)
         .build()
         .map_err(|e| TlsError::Settings(e.to_string()))?;
-    Ok((client, seen))
+    Ok((super::Http { client, wire }, seen))
 }
 
 /// The standard verifier, with the chain recorded first (even one it then

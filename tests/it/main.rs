@@ -30,6 +30,7 @@ mod monitor;
 mod otlp;
 mod pid1;
 mod prometheus;
+mod proxy;
 mod redaction;
 mod registry;
 mod reload;

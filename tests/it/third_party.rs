@@ -238,7 +238,7 @@ async fn open_session(url: &str) -> mcpmon::transport::session::McpSession {
     let yaml = format!("servers:\n{}", http("lean", url));
     let config = mcpmon::config::parse(std::path::Path::new("lean.yml"), &yaml, &|_| None)
         .expect("valid config");
-    let http = mcpmon::http_client().expect("http client");
+    let http = mcpmon::transport::Http::shared().expect("http clients");
     mcpmon::transport::session::McpSession::open(&config.servers[0], &http, None)
         .await
         .expect("session opens")

@@ -6,8 +6,8 @@
 //! legacy session is only a session id and a few headers on the server's
 //! side, so once rmcp has opened it (the handshake, with its error
 //! classification and auth handling) mcpmon keeps just that: the route
-//! (headers of the handshake's last POST), the shared HTTP client and a
-//! request counter. Every later request is one POST whose answer is read
+//! (headers of the handshake's last POST), the server's [`Wire`] (hyper
+//! without reqwest's per-request layers) and a request counter. Every later request is one POST whose answer is read
 //! here, as JSON or as an SSE stream, bounded in size and time.
 //!
 //! Every byte and every event of an answer passes the session's
@@ -23,7 +23,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
+use bytes::Bytes;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
+use http::{Method, Request, StatusCode, Uri};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -31,6 +35,7 @@ use super::budget::{BUDGET, Meter};
 use super::oauth2::TokenSource;
 use super::rmcp_http::{RmcpHttp, Route};
 use super::sse_events::SseBuffer;
+use super::wire::{Body, Wire};
 use super::{RequestError, truncate};
 
 mod resume;
@@ -39,6 +44,8 @@ use resume::Resume;
 
 /// Largest answer, or single SSE event, read from a server.
 const MAX_MESSAGE_BYTES: usize = BUDGET.message_bytes;
+/// What a POST accepts back.
+const JSON_OR_STREAM: &str = "application/json, text/event-stream";
 /// How long a cancellation may take to be delivered.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -101,6 +108,24 @@ impl Window {
     }
 }
 
+/// A request as it is written: serialized from borrowed parts, with no
+/// JSON tree built for it.
+#[derive(serde::Serialize)]
+struct Outgoing<'a> {
+    jsonrpc: &'static str,
+    id: &'a str,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a Value>,
+}
+
+impl Outgoing<'_> {
+    fn to_bytes(&self) -> Bytes {
+        // Strings and a JSON value always serialize.
+        Bytes::from(serde_json::to_vec(self).unwrap_or_default())
+    }
+}
+
 /// The answer a call waits for: its id, its progress token, and what to do
 /// with each of its progress notifications.
 struct Wanted<'a> {
@@ -109,9 +134,12 @@ struct Wanted<'a> {
     on_progress: &'a (dyn Fn() + Sync),
 }
 
+/// An answer whose body is still to be read.
+type Answer = http::Response<Incoming>;
+
 /// Whether an answer comes as an event stream (`true`) or one JSON message;
 /// anything else is no answer.
-fn is_stream(response: &reqwest::Response) -> Result<bool, CallError> {
+fn is_stream(response: &Answer) -> Result<bool, CallError> {
     let kind = response
         .headers()
         .get(CONTENT_TYPE)
@@ -160,8 +188,8 @@ impl From<RequestError> for CallError {
 
 /// A legacy session mcpmon holds itself.
 pub struct LegacyLink {
-    http: reqwest::Client,
-    url: reqwest::Url,
+    wire: Wire,
+    uri: Uri,
     tokens: Option<Arc<TokenSource>>,
     route: Mutex<Route>,
     next_id: AtomicU64,
@@ -172,16 +200,17 @@ impl LegacyLink {
     /// Take over the session `client` saw rmcp open; `None` before any
     /// POST was recorded.
     pub fn take_over(
-        http: reqwest::Client,
-        url: reqwest::Url,
+        wire: Wire,
+        url: &url::Url,
         client: &RmcpHttp,
         meter: Arc<Meter>,
     ) -> Option<Self> {
+        let uri = Uri::try_from(url.as_str()).ok()?;
         let route = client.route()?;
         client.detach();
         Some(LegacyLink {
-            http,
-            url,
+            wire,
+            uri,
             tokens: client.tokens().cloned(),
             route: Mutex::new(route),
             next_id: AtomicU64::new(1),
@@ -224,18 +253,18 @@ impl LegacyLink {
     /// goes in `Mcp-Name` (a task's id, for a balancer to route its polls).
     async fn post(
         &self,
-        body: &str,
+        body: Bytes,
         until: Instant,
         again: bool,
         name: Option<&str>,
-    ) -> Result<reqwest::Response, CallError> {
+    ) -> Result<Answer, CallError> {
         let mut route = self.route();
-        if let Some(v) = name.and_then(|n| reqwest::header::HeaderValue::from_str(n).ok()) {
+        if let Some(v) = name.and_then(|n| HeaderValue::from_str(n).ok()) {
             Arc::make_mut(&mut route).insert("mcp-name", v);
         }
         let sent = self.authorize(&mut route).await?;
-        let response = self.send(&route, body, until, again).await?;
-        let (Some(tokens), Some(sent), reqwest::StatusCode::UNAUTHORIZED) =
+        let response = self.send(&route, body.clone(), until, again).await?;
+        let (Some(tokens), Some(sent), StatusCode::UNAUTHORIZED) =
             (&self.tokens, sent, response.status())
         else {
             return Ok(response);
@@ -251,36 +280,42 @@ impl LegacyLink {
     async fn send(
         &self,
         route: &Route,
-        body: &str,
+        body: Bytes,
         until: Instant,
         again: bool,
-    ) -> Result<reqwest::Response, CallError> {
-        let request = |client: &reqwest::Client| {
-            client
-                .post(self.url.clone())
-                .headers((**route).clone())
-                .header(ACCEPT, "application/json, text/event-stream")
-                .header(CONTENT_TYPE, "application/json")
-                .body(body.to_owned())
-                .send()
+    ) -> Result<Answer, CallError> {
+        let request = || {
+            let mut request = self.request(Method::POST, route, Body::new(body.clone()));
+            let headers = request.headers_mut();
+            headers.insert(ACCEPT, HeaderValue::from_static(JSON_OR_STREAM));
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            request
         };
-        let first = match tokio::time::timeout_at(until, request(&self.http)).await {
+        let first = match tokio::time::timeout_at(until, self.wire.send(request(), false)).await {
             Err(_) => return Err(CallError::Idle),
             Ok(Ok(r)) => return Ok(r),
             Ok(Err(e)) => e,
         };
-        let fresh = super::reset::fresh_client().filter(|_| again);
-        let Some(fresh) = fresh.filter(|_| super::reset::stale_connection(&first)) else {
+        if !again || !super::reset::stale_connection(&first) {
             return Err(super::error::classify_transport(&first).into());
-        };
+        }
         tracing::debug!(
             "a kept-alive connection was closed under the request; once more on a fresh one"
         );
-        match tokio::time::timeout_at(until, request(fresh)).await {
+        match tokio::time::timeout_at(until, self.wire.send(request(), true)).await {
             Err(_) => Err(CallError::Idle),
             Ok(Err(e)) => Err(super::error::classify_transport(&e).into()),
             Ok(Ok(r)) => Ok(r),
         }
+    }
+
+    /// A request to the session's endpoint with its route's headers.
+    fn request(&self, method: Method, route: &Route, body: Body) -> Request<Body> {
+        let mut request = Request::new(body);
+        *request.method_mut() = method;
+        *request.uri_mut() = self.uri.clone();
+        *request.headers_mut() = (**route).clone();
+        request
     }
 
     /// Send a request and read its answer: the `result`, or why not.
@@ -295,17 +330,20 @@ impl LegacyLink {
         on_progress: &(dyn Fn() + Sync),
         deadlines: Deadlines,
     ) -> Result<Value, CallError> {
-        let mut msg = json!({"jsonrpc": "2.0", "id": id, "method": method});
-        if let Some(p) = params {
-            msg["params"] = p;
+        let body = Outgoing {
+            jsonrpc: "2.0",
+            id,
+            method,
+            params: params.as_ref(),
         }
-        let body = msg.to_string();
+        .to_bytes();
         let window = Window::new(deadlines);
         let again = super::reset::idempotent(method);
-        let task = msg["params"]["taskId"]
-            .as_str()
+        let task = params
+            .as_ref()
+            .and_then(|p| p["taskId"].as_str())
             .filter(|_| method.starts_with("tasks/"));
-        let response = match self.post(&body, window.next(), again, task).await {
+        let response = match self.post(body, window.next(), again, task).await {
             Err(CallError::Idle) => return Err(window.expired()),
             r => r?,
         };
@@ -323,7 +361,7 @@ impl LegacyLink {
     /// chunk within the budget, until the answer to `wanted` comes.
     async fn read_answer(
         &self,
-        mut response: reqwest::Response,
+        mut response: Answer,
         sse: bool,
         wanted: &Wanted<'_>,
         mut window: Window,
@@ -335,10 +373,16 @@ impl LegacyLink {
         let mut stream = SseBuffer::default();
         let mut resume = Resume::default();
         loop {
-            let chunk = match tokio::time::timeout_at(window.next(), response.chunk()).await {
+            let frame = tokio::time::timeout_at(window.next(), response.body_mut().frame());
+            let chunk = match frame.await {
                 Err(_) => return Err(window.expired()),
-                Ok(Err(e)) => return Err(super::error::classify_transport(&e).into()),
-                Ok(Ok(c)) => c,
+                Ok(Some(Err(e))) => return Err(super::error::classify_transport(&e).into()),
+                // Trailers carry nothing of the answer.
+                Ok(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => Some(data),
+                    Err(_) => continue,
+                },
+                Ok(None) => None,
             };
             let Some(chunk) = chunk else {
                 if sse {
@@ -398,31 +442,31 @@ impl LegacyLink {
     /// Tell the server a request was given up, in the background and
     /// bounded: the probe that gave up does not wait for it.
     pub fn cancel(self: &Arc<Self>, id: &str, reason: &str) {
-        let body = json!({
-            "jsonrpc": "2.0",
-            "method": "notifications/cancelled",
-            "params": {"requestId": id, "reason": reason},
-        })
-        .to_string();
+        let body = Bytes::from(
+            json!({
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": id, "reason": reason},
+            })
+            .to_string(),
+        );
         let link = self.clone();
         tokio::spawn(async move {
             let until = Instant::now() + CANCEL_TIMEOUT;
-            let _ = link.post(&body, until, false, None).await;
+            let _ = link.post(body, until, false, None).await;
         });
     }
 
     /// End the session on the server (DELETE), within `grace`.
     pub async fn close(&self, grace: Duration) {
-        let route = self.route();
-        let mut request = self.http.delete(self.url.clone()).headers((*route).clone());
+        let mut route = self.route();
         if let Some(tokens) = &self.tokens
             && let Ok(token) = tokens.token().await
-            && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {token}"))
         {
-            v.set_sensitive(true);
-            request = request.header(AUTHORIZATION, v);
+            bearer(&mut route, &token);
         }
-        let _ = tokio::time::timeout(grace, request.send()).await;
+        let request = self.request(Method::DELETE, &route, Body::default());
+        let _ = tokio::time::timeout(grace, self.wire.send(request, false)).await;
     }
 }
 
@@ -435,7 +479,7 @@ fn bearer(route: &mut Route, token: &str) {
 }
 
 /// The error a non-success status means, as the rmcp path reports it.
-fn refusal(response: &reqwest::Response) -> Result<(), CallError> {
+fn refusal(response: &Answer) -> Result<(), CallError> {
     let status = response.status();
     if status.is_success() {
         return Ok(());
@@ -446,7 +490,7 @@ fn refusal(response: &reqwest::Response) -> Result<(), CallError> {
             .get(name)
             .and_then(|v: &HeaderValue| v.to_str().ok())
     };
-    if let Some(t) = super::throttled(status.as_u16(), header(reqwest::header::RETRY_AFTER)) {
+    if let Some(t) = super::throttled(status.as_u16(), header(http::header::RETRY_AFTER)) {
         return Err(t.into());
     }
     let text = match header(WWW_AUTHENTICATE) {
@@ -580,6 +624,32 @@ mod tests {
             Seen::Answer(Ok(json!({})))
         );
         assert_eq!(read("not json"), Seen::Other);
+    }
+
+    #[test]
+    fn requests_are_written_as_json_rpc_with_params_only_when_given() {
+        let read = |o: Outgoing<'_>| serde_json::from_slice::<Value>(&o.to_bytes()).ok();
+        let ping = Outgoing {
+            jsonrpc: "2.0",
+            id: "mcpmon-ping-1",
+            method: "ping",
+            params: None,
+        };
+        assert_eq!(
+            read(ping),
+            Some(json!({"jsonrpc": "2.0", "id": "mcpmon-ping-1", "method": "ping"}))
+        );
+        let params = json!({"name": "a \"quoted\" tool", "arguments": {}});
+        let call = Outgoing {
+            jsonrpc: "2.0",
+            id: "c\n1",
+            method: "tools/call",
+            params: Some(&params),
+        };
+        assert_eq!(
+            read(call),
+            Some(json!({"jsonrpc": "2.0", "id": "c\n1", "method": "tools/call", "params": params}))
+        );
     }
 
     #[test]

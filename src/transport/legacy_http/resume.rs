@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use reqwest::header::{ACCEPT, HeaderValue};
+use http::header::{ACCEPT, HeaderValue};
+use http::{Method, StatusCode};
 use tokio::time::Instant;
 
 use super::{CallError, LegacyLink, Window, is_stream, refusal};
@@ -75,7 +76,7 @@ impl LegacyLink {
         last: &[u8],
         after: Duration,
         window: &Window,
-    ) -> Result<reqwest::Response, CallError> {
+    ) -> Result<super::Answer, CallError> {
         let at = Instant::now() + after;
         if at >= window.next() {
             tokio::time::sleep_until(window.next()).await;
@@ -86,21 +87,19 @@ impl LegacyLink {
         self.authorize(&mut route).await?;
         let id = HeaderValue::from_bytes(last)
             .map_err(|_| RequestError::Transport("an event id that is no header value".into()))?;
-        let request = self
-            .http
-            .get(self.url.clone())
-            .headers((*route).clone())
-            .header(ACCEPT, "text/event-stream")
-            .header("last-event-id", id)
-            .send();
+        let mut request = self.request(Method::GET, &route, super::Body::default());
+        let headers = request.headers_mut();
+        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        headers.insert("last-event-id", id);
+        let request = self.wire.send(request, false);
         let response = match tokio::time::timeout_at(window.next(), request).await {
             Err(_) => return Err(window.expired()),
             Ok(Err(e)) => return Err(crate::transport::error::classify_transport(&e).into()),
             Ok(Ok(r)) => r,
         };
         match response.status() {
-            reqwest::StatusCode::NOT_FOUND => return Err(CallError::Expired),
-            reqwest::StatusCode::METHOD_NOT_ALLOWED => {
+            StatusCode::NOT_FOUND => return Err(CallError::Expired),
+            StatusCode::METHOD_NOT_ALLOWED => {
                 let why = "the stream ended before the answer, and the server offers no stream to resume it (GET: 405)";
                 return Err(RequestError::Transport(why.to_owned()).into());
             }

@@ -87,7 +87,7 @@ async fn http_transport(
 /// Open a Streamable HTTP session following `plan` until `until`.
 pub(in crate::transport) async fn open_http(
     spec: &ServerSpec,
-    http: &reqwest::Client,
+    http: &crate::transport::Http,
     plan: &Plan,
     until: Instant,
 ) -> Result<McpSession, OpenError> {
@@ -150,7 +150,7 @@ pub(in crate::transport) async fn open_http(
 /// One remote server being opened.
 struct Remote<'a> {
     spec: &'a ServerSpec,
-    http: &'a reqwest::Client,
+    http: &'a crate::transport::Http,
     plan: &'a Plan,
     /// The time the whole handshake had.
     within: Duration,
@@ -169,7 +169,7 @@ impl Remote<'_> {
         let activity = Arc::new(Activity::default());
         let handler = Monitor::new(activity.clone(), self.plan.legacy_version());
         let meter = Arc::new(Meter::default());
-        let (transport, parts) = http_transport(self.spec, self.http, &meter).await?;
+        let (transport, parts) = http_transport(self.spec, &self.http.client, &meter).await?;
         let served = tokio::time::timeout_at(
             by,
             handler.serve_with_lifecycle(Metered::new(transport, meter.clone()), mode),
@@ -200,8 +200,12 @@ impl Remote<'_> {
         }
         if refused.failure == LinkFailure::Unauthenticated
             && let TransportSpec::Http { url, .. } = &self.spec.transport
-            && let Some(found) =
-                crate::transport::oauth2::protected_resource(self.http, url, &refused.detail).await
+            && let Some(found) = crate::transport::oauth2::protected_resource(
+                &self.http.client,
+                url,
+                &refused.detail,
+            )
+            .await
         {
             refused.detail = truncate(&format!("{}; {found}", refused.detail), 600);
         }
@@ -225,6 +229,7 @@ impl Remote<'_> {
         let by = until.min(Instant::now() + SNIFF_TIME);
         let mut request = self
             .http
+            .client
             .get(url.as_str())
             .header(reqwest::header::ACCEPT, "text/event-stream");
         for (k, v) in headers {

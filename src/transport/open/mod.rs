@@ -136,14 +136,16 @@ impl McpSession {
     /// server spoke last time, which skips detection under `protocol: auto`.
     pub async fn open(
         spec: &ServerSpec,
-        http: &reqwest::Client,
+        http: &super::Http,
         hint: Option<Era>,
     ) -> Result<McpSession, OpenError> {
         let until = Instant::now() + spec.settings.connect_timeout.0;
         let plan = Plan::new(&spec.protocol, hint);
         match &spec.transport {
             TransportSpec::Stdio { .. } => stdio::open_stdio(spec, &plan, until).await,
-            TransportSpec::Http { sse: true, .. } => sse::open_sse(spec, http, &plan, until).await,
+            TransportSpec::Http { sse: true, .. } => {
+                sse::open_sse(spec, &http.client, &plan, until).await
+            }
             TransportSpec::Http { .. } => http::open_http(spec, http, &plan, until).await,
         }
     }
@@ -195,7 +197,7 @@ fn server_info(service: &RunningService<RoleClient, Monitor>) -> ServerInfo {
 /// channels go (see `legacy_http`).
 pub(super) async fn finish(
     spec: &ServerSpec,
-    http: Option<&reqwest::Client>,
+    http: Option<&super::Http>,
     started: Started,
     parts: Option<HttpParts>,
     plan: &Plan,
@@ -224,7 +226,7 @@ pub(super) async fn finish(
         .map_or((None, None), |p| (p.tokens.clone(), p.static_expiry));
     let lean = match (http, &parts, &spec.transport) {
         (Some(http), Some(parts), TransportSpec::Http { url, .. }) if era == Era::Legacy => {
-            LegacyLink::take_over(http.clone(), url.clone(), &parts.client, meter.clone())
+            LegacyLink::take_over(http.wire.clone(), url, &parts.client, meter.clone())
                 .map(|link| (link, http.clone()))
         }
         _ => None,
