@@ -124,23 +124,41 @@ impl Owner {
         else {
             return;
         };
-        let record = Arc::make_mut(record);
-        let applied = entry.apply(&mut record.series, obs, now);
+        let before = key(&record.status);
+        // The published snapshot usually shares the record: only the series
+        // is copied to count the observation, and the status is copied once,
+        // from the verdict when there is a new one, never copied and then
+        // overwritten.
+        let mut series = match Arc::get_mut(record) {
+            Some(r) => std::mem::take(&mut r.series),
+            None => record.series.clone(),
+        };
+        let applied = entry.apply(&mut series, obs, now);
         if let Some(tr) = applied.transition {
-            record.series.state_changes += 1;
+            series.state_changes += 1;
             log_transition(id, tr, &entry.tracker.status().detail);
         }
         entry.rebuild_if_stuck(now);
-        let before = key(&record.status);
-        // Observations that only count leave the verdict as it was; copying
-        // the status (strings and lists) for them would be half the work.
-        if applied.judged {
-            let window = record.status.maintenance.take();
-            let said = record.status.operator.take();
-            record.status = entry.tracker.status().clone();
-            record.status.maintenance = window;
-            record.status.operator = said;
+        // Observations that only count leave the verdict as it was.
+        let judged = applied.judged.then(|| {
+            let mut status = entry.tracker.status().clone();
+            status.maintenance = record.status.maintenance.clone();
+            status.operator = record.status.operator.clone();
+            status
+        });
+        match Arc::get_mut(record) {
+            Some(r) => {
+                r.series = series;
+                if let Some(status) = judged {
+                    r.status = status;
+                }
+            }
+            None => {
+                let status = judged.unwrap_or_else(|| record.status.clone());
+                *record = Arc::new(ServerRecord { status, series });
+            }
         }
+        let record = Arc::make_mut(record);
         // Windows open and close with the clock: looked at on every event,
         // and a server hears of one at least every probe interval.
         let open = maintenance(&self.windows, &record.status);
