@@ -246,11 +246,13 @@ pub enum HttpSetupError {
 }
 
 impl Http {
-    /// The clients plain-HTTP servers share.
+    /// The clients plain-HTTP servers share (and HTTPS ones without TLS
+    /// settings of their own): the system roots, no client certificate.
     pub fn shared() -> Result<Http, HttpSetupError> {
+        let config = tls::client_config(&crate::config::TlsSpec::default(), tls::Seen::default())?;
         Ok(Http {
             client: http_client_builder().build()?,
-            wire: wire::shared()?,
+            wire: wire::Wire::new(&config),
         })
     }
 }

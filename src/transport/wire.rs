@@ -243,13 +243,3 @@ impl hyper::rt::Write for Dialed {
         Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
 }
-
-/// The shared wire of plain-HTTP servers (and of HTTPS ones whose client
-/// could not be built otherwise): the system roots, no client certificate.
-pub fn shared() -> Result<Wire, super::tls::TlsError> {
-    let config = super::tls::client_config(
-        &crate::config::TlsSpec::default(),
-        super::tls::Seen::default(),
-    )?;
-    Ok(Wire::new(&config))
-}

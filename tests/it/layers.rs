@@ -379,11 +379,13 @@ const HTTP_CRATES: &[(&str, &[&str])] = &[
     ),
     ("rmcp", &["transport"]),
     ("sse_stream", &["transport"]),
-    // hyper's errors are read by the transport; its server runs in output.
+    // hyper's client carries a held session's requests; its server runs in output.
     ("hyper", &["transport", "output"]),
+    ("hyper_rustls", &["transport"]),
     // Servers.
     ("axum", &["output"]),
-    ("hyper_util", &["output"]),
+    // hyper-util: the held session's pooled client, and the servers' accept loop.
+    ("hyper_util", &["transport", "output"]),
     ("tower_http", &["output"]),
     ("tokio_rustls", &["output"]),
     ("maud", &["output"]),
