@@ -246,11 +246,24 @@ pub async fn run(
     let mut last_publish = started;
     // A change waiting to be published, and when it will be.
     let mut publish_at: Option<Instant> = Some(started);
+    // One timer and one cancellation waiter for the owner's life: built
+    // afresh on every wake-up, each would register with the runtime and
+    // deregister again, once or twice per probe of the fleet. The timer
+    // is reset only when the deadline it waits for moves.
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
+    let timer = tokio::time::sleep_until(started);
+    tokio::pin!(timer);
+    let mut armed: Option<Instant> = None;
     loop {
         let ready_at = (!owner.snap.ready).then_some(started + grace);
         let wake = [publish_at, ready_at].into_iter().flatten().min();
+        if let Some(at) = wake.filter(|at| armed != Some(*at)) {
+            timer.as_mut().reset(at);
+        }
+        armed = wake;
         tokio::select! {
-            _ = cancel.cancelled() => break,
+            () = &mut cancelled => break,
             msg = rx.recv() => {
                 let Some(msg) = msg else { break };
                 let now = Instant::now();
@@ -268,7 +281,7 @@ pub async fn run(
                 };
                 publish_at = Some(publish_at.map_or(at, |p| p.min(at)));
             }
-            _ = async { tokio::time::sleep_until(wake.expect("guarded")).await }, if wake.is_some() => {}
+            () = &mut timer, if armed.is_some() => armed = None,
         }
         let now = Instant::now();
         if owner.check_ready(started, grace, now) {
