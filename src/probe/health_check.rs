@@ -134,7 +134,7 @@ pub async fn run(
         timeout: deadline,
         max: deadline,
         progress_resets: false,
-        traceparent: Some(trace.traceparent.clone()),
+        traceparent: Some(trace.traceparent()),
     };
     let mut checked = Vec::new();
     let result = match session.call_tool(call).await {
@@ -154,7 +154,7 @@ pub async fn run(
                 spec.max_fields,
             )))
         }
-        Err(e) => Err(Failure::from_tool_call(&e).traced(&trace.trace_id)),
+        Err(e) => Err(Failure::from_tool_call(&e).traced(&trace.trace_hex())),
     };
     ProbeOutcome {
         kind: ProbeKind::HealthCheck,

@@ -108,7 +108,7 @@ pub async fn send(session: &dyn Session, r: Request<'_>, deadline: Duration) -> 
     let mut params = r.params;
     params.insert(
         "_meta".into(),
-        serde_json::json!({"traceparent": trace.traceparent}),
+        serde_json::json!({"traceparent": trace.traceparent()}),
     );
     let answered = session
         .request_json(r.kind.method(), Value::Object(params), deadline)
@@ -130,7 +130,7 @@ pub async fn send(session: &dyn Session, r: Request<'_>, deadline: Duration) -> 
         kind: r.kind,
         tool: Some(Arc::from(r.target)),
         duration: start.elapsed(),
-        result: result.map_err(|f| f.traced(&trace.trace_id)),
+        result: result.map_err(|f| f.traced(&trace.trace_hex())),
         trace: Some(Box::new(trace)),
         conditions: checked,
     }

@@ -108,7 +108,7 @@ pub async fn call(
             session.era(),
             &spec.tool,
             &spec.arguments,
-            &trace.traceparent,
+            &trace.traceparent(),
             spec.max_request_timeout,
         );
         let limits = Limits {
@@ -123,7 +123,7 @@ pub async fn call(
             timeout: deadline,
             max: spec.max_request_timeout,
             progress_resets: true,
-            traceparent: Some(trace.traceparent.clone()),
+            traceparent: Some(trace.traceparent()),
         };
         session
             .call_tool(call)
@@ -132,9 +132,10 @@ pub async fn call(
     };
     let mut conditions = Vec::new();
     let (result, answer) = match called {
-        Ok(r) if r.is_error == Some(true) => {
-            (Err(Failure::tool_error().traced(&trace.trace_id)), Some(r))
-        }
+        Ok(r) if r.is_error == Some(true) => (
+            Err(Failure::tool_error().traced(&trace.trace_hex())),
+            Some(r),
+        ),
         Ok(r) => {
             let vars = Vars {
                 json: vec![("result", conditions::tool_result(&r))],
@@ -143,7 +144,7 @@ pub async fn call(
             conditions = conditions::check(&spec.conditions, Subject::ToolResult, vars).await;
             (Ok(Answer::Alive), Some(r))
         }
-        Err(f) => (Err(f.traced(&trace.trace_id)), None),
+        Err(f) => (Err(f.traced(&trace.trace_hex())), None),
     };
     let outcome = ProbeOutcome {
         kind: ProbeKind::Tool,

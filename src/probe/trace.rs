@@ -6,24 +6,46 @@
 //! ([`crate::output::otlp`]), so the server's trace has the monitor's span
 //! as its parent.
 
-use std::fmt::Write as _;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
-/// One probe's trace.
+/// One probe's trace. The ids are kept as numbers and spelled in hex only
+/// where they are sent or shown: every probe has a trace, including each
+/// liveness ping, whose trace is never sent and is spelled only when a
+/// span is exported.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Trace {
-    /// 32 lowercase hex digits.
-    pub trace_id: String,
-    /// 16 lowercase hex digits: the probe's own span.
-    pub span_id: String,
+    /// The trace id, never 0.
+    pub trace_id: u128,
+    /// The probe's own span id, never 0.
+    pub span_id: u64,
     /// Whether this trace is sampled (its span exported, the flag sent).
     pub sampled: bool,
-    /// `00-<trace id>-<span id>-<flags>`: version 0, the sampled flag.
-    pub traceparent: String,
     /// When the probe started, for its span.
     pub started: SystemTime,
+}
+
+impl Trace {
+    /// The trace id: 32 lowercase hex digits.
+    pub fn trace_hex(&self) -> String {
+        format!("{:032x}", self.trace_id)
+    }
+
+    /// The span id: 16 lowercase hex digits.
+    pub fn span_hex(&self) -> String {
+        format!("{:016x}", self.span_id)
+    }
+
+    /// `00-<trace id>-<span id>-<flags>`: version 0, the sampled flag.
+    pub fn traceparent(&self) -> String {
+        format!(
+            "00-{:032x}-{:016x}-{:02x}",
+            self.trace_id,
+            self.span_id,
+            u8::from(self.sampled)
+        )
+    }
 }
 
 /// The share of traces sampled, as f64 bits; 1.0 until told otherwise, so
@@ -49,15 +71,10 @@ pub fn new() -> Trace {
     // against the ratio, so every party deciding from the id agrees.
     let ratio = f64::from_bits(SAMPLE_RATIO.load(Ordering::Relaxed));
     let sampled = ratio >= 1.0 || ((lo >> 11) as f64) < ratio * (1u64 << 53) as f64;
-    let mut trace_id = String::with_capacity(32);
-    let _ = write!(trace_id, "{hi:016x}{lo:016x}");
-    let span_id = format!("{span:016x}");
-    let traceparent = format!("00-{trace_id}-{span_id}-{:02x}", u8::from(sampled));
     Trace {
-        trace_id,
-        span_id,
+        trace_id: (u128::from(hi) << 64) | u128::from(lo),
+        span_id: span,
         sampled,
-        traceparent,
         started: SystemTime::now(),
     }
 }
@@ -72,12 +89,13 @@ mod tests {
         let b = new();
         assert_ne!(a.trace_id, b.trace_id);
         for t in [&a, &b] {
-            let parts: Vec<&str> = t.traceparent.split('-').collect();
+            let traceparent = t.traceparent();
+            let parts: Vec<&str> = traceparent.split('-').collect();
             assert_eq!(parts.len(), 4);
             assert_eq!(parts[0], "00");
-            assert_eq!(parts[1], t.trace_id);
+            assert_eq!(parts[1], t.trace_hex());
             assert_eq!(parts[1].len(), 32);
-            assert_eq!(parts[2], t.span_id);
+            assert_eq!(parts[2], t.span_hex());
             assert_eq!(parts[2].len(), 16);
             assert_eq!(parts[3], if t.sampled { "01" } else { "00" });
             assert!(

@@ -55,16 +55,16 @@ pub struct Operation<'a> {
     /// From sending to its end.
     pub duration: Duration,
     /// The trace it sent, when sampled: its span's ids.
-    pub span: Option<SpanIds<'a>>,
+    pub span: Option<SpanIds>,
 }
 
 /// A sampled probe's span: the ids its `traceparent` carried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SpanIds<'a> {
-    /// 32 lowercase hex digits.
-    pub trace_id: &'a str,
-    /// 16 lowercase hex digits.
-    pub span_id: &'a str,
+pub struct SpanIds {
+    /// The trace id.
+    pub trace_id: u128,
+    /// The probe's span id.
+    pub span_id: u64,
     /// When the probe started.
     pub started: SystemTime,
 }
@@ -91,8 +91,8 @@ impl<'a> Operation<'a> {
         let span = (outcome.trace.as_deref())
             .filter(|t| t.sampled)
             .map(|t| SpanIds {
-                trace_id: &t.trace_id,
-                span_id: &t.span_id,
+                trace_id: t.trace_id,
+                span_id: t.span_id,
                 started: t.started,
             });
         Operation {

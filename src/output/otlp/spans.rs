@@ -32,8 +32,8 @@ pub fn span(
     scope: &InstrumentationScope,
 ) -> Option<SpanData> {
     let ids = op.span?;
-    let trace_id = TraceId::from_hex(ids.trace_id).ok()?;
-    let span_id = SpanId::from_hex(ids.span_id).ok()?;
+    let trace_id = TraceId::from_bytes(ids.trace_id.to_be_bytes());
+    let span_id = SpanId::from_bytes(ids.span_id.to_be_bytes());
     let name = match op.tool {
         Some(t) => format!("{} {t}", op.method),
         None => op.method.to_owned(),
@@ -186,8 +186,8 @@ mod tests {
         let op = Operation::of(&st, None, "health_check", &outcome);
         let scope = InstrumentationScope::builder("mcpmon").build();
         let s = span(&op, vec![], &scope).expect("sampled");
-        assert_eq!(s.span_context.trace_id().to_string(), t.trace_id);
-        assert_eq!(s.span_context.span_id().to_string(), t.span_id);
+        assert_eq!(s.span_context.trace_id().to_string(), t.trace_hex());
+        assert_eq!(s.span_context.span_id().to_string(), t.span_hex());
         assert_eq!(s.name, "tools/call health_check");
         assert_eq!(s.span_kind, SpanKind::Client);
         assert_eq!(s.status, Status::error("timeout"));
