@@ -5,21 +5,27 @@ stack names. Prints each place's share of all samples."""
 import sys
 from collections import Counter
 
-# (name, what a frame of it contains), in order of precedence: reqwest runs
-# inside the lean link, which runs inside the supervisor's loop.
+# (name, what a frame of it contains: any of these), in order of precedence:
+# the clients run inside the lean link, which runs inside the supervisor.
 PLACES = [
-    ("hyper's connection task", "hyper::proto::h1::dispatch"),
-    ("reqwest (request, redirect layer, pool)", "reqwest::async_impl::client::"),
-    ("the lean link (JSON-RPC body, answer)", "LegacyLink::call"),
-    ("the supervisor's loop", "probe_loop"),
-    ("the state owner", "mcpmon::state::owner::run"),
-    ("parked (epoll_wait)", "::park"),
+    ("hyper's connection task", ("hyper::proto::h1::dispatch",)),
+    ("reqwest (request, redirect layer, pool)", ("reqwest::async_impl::client::",)),
+    ("hyper-util's pooled client (checkout, request)", ("hyper_util::client::legacy::client::",)),
+    # The legacy link's JSON-RPC body and its answer, read where the
+    # session's liveness request awaits it as well as in the call.
+    ("the lean link (JSON-RPC body, answer)", ("LegacyLink::call", "mcpmon::transport::legacy_")),
+    ("the probes' traces", ("mcpmon::probe::trace::",)),
+    # Whatever else runs in a supervisor's task: its schedule, the probe
+    # futures it polls, the session's event stream, its sends to the owner.
+    ("the supervisor", ("mcpmon::supervise::",)),
+    ("the state owner", ("mcpmon::state::owner::run",)),
+    ("parked (epoll_wait)", ("::park",)),
 ]
 
 
 def place(frames):
-    for name, mark in PLACES:
-        if any(mark in frame for frame in frames):
+    for name, marks in PLACES:
+        if any(mark in frame for frame in frames for mark in marks):
             return name
     return "other"
 
