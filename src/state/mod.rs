@@ -23,6 +23,7 @@ pub mod operations;
 pub mod owner;
 pub mod reason;
 pub mod series;
+pub mod servers;
 pub mod snapshot;
 pub mod tasks;
 #[cfg(test)]

@@ -26,6 +26,7 @@ use super::entry::Entry;
 use super::evidence::Tracker;
 use super::operations::Operations;
 use super::series::Series;
+use super::servers::Slot;
 use super::snapshot::{ServerRecord, Snapshot, Summary};
 use super::verdict::{Reason, State, Transition};
 use super::{Msg, Observation};
@@ -51,7 +52,9 @@ fn quiet(msg: &Msg) -> bool {
 
 /// The owner's state; [`run`] drives it, tests call [`Owner::apply`] directly.
 pub struct Owner {
-    entries: HashMap<Arc<str>, Entry>,
+    /// Each server's slot in the snapshot's servers, and its entry: one
+    /// lookup per message finds both.
+    entries: HashMap<Arc<str>, (Slot, Entry)>,
     snap: Snapshot,
     expected: usize,
     ops: Option<Arc<dyn Operations>>,
@@ -90,7 +93,8 @@ impl Owner {
                 }
             }
             Msg::Said(id, word) => {
-                if let Some(record) = self.snap.servers.get_mut(&id) {
+                let slot = self.entries.get(&id).map(|(slot, _)| *slot);
+                if let Some(record) = slot.and_then(|s| self.snap.servers.slot_mut(s)) {
                     Arc::make_mut(record).status.operator = word;
                 }
             }
@@ -112,16 +116,20 @@ impl Owner {
         record.status.maintenance = maintenance(&self.windows, &record.status);
         record.series.uptime.enter(now, key(&record.status));
         count(&mut self.snap.counts, key(&record.status), 1);
-        if let Some(old) = self.snap.servers.insert(id.clone(), Arc::new(record)) {
+        let (slot, old) = self.snap.servers.insert(id.clone(), Arc::new(record));
+        if let Some(old) = old {
             count(&mut self.snap.counts, key(&old.status), -1);
         }
-        self.entries.insert(id, Entry::new(spec, tracker, stuck));
+        self.entries
+            .insert(id, (slot, Entry::new(spec, tracker, stuck)));
     }
 
     fn event(&mut self, id: &Arc<str>, obs: Observation, now: Instant) {
         // Observations of a server already removed are late news; drop them.
-        let (Some(entry), Some(record)) = (self.entries.get_mut(id), self.snap.servers.get_mut(id))
-        else {
+        let Some((slot, entry)) = self.entries.get_mut(id) else {
+            return;
+        };
+        let Some(record) = self.snap.servers.slot_mut(*slot) else {
             return;
         };
         let before = key(&record.status);

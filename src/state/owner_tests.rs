@@ -9,7 +9,7 @@ use crate::transport::LinkFailure;
 use State::*;
 
 fn snap(states: &[State], policy: FleetPolicy) -> Snapshot {
-    let mut servers = imbl::OrdMap::new();
+    let mut servers = crate::state::servers::Servers::default();
     for (i, st) in states.iter().enumerate() {
         let t = Tracker::new(&spec(&format!("s{i}")), Instant::now());
         let mut status = t.status().clone();

@@ -274,10 +274,9 @@ impl DiscoverySeries {
 /// An immutable picture of the fleet.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    /// Servers by id, in id order. A persistent map: publishing a snapshot
-    /// of 10 000 servers ten times a second shares structure instead of
-    /// copying it, and an update copies one path of the tree.
-    pub servers: imbl::OrdMap<Arc<str>, Arc<ServerRecord>>,
+    /// Servers by id, in id order, shared with the owner's next
+    /// snapshots until it writes them ([`super::servers`]).
+    pub servers: super::servers::Servers,
     /// The policy in force.
     pub policy: FleetPolicy,
     /// True once every server has a verdict or the startup grace passed (latched).
