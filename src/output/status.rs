@@ -186,7 +186,7 @@ fn fleet_page(
     let shown: Vec<&ServerStatus> = snap
         .servers
         .values()
-        .map(|r| &r.status)
+        .map(|r| &*r.status)
         .filter(|s| matches(s, f))
         .collect();
     let states = [("", "any")]
@@ -492,7 +492,7 @@ mod tests {
             protocol_version: payload.to_owned(),
         });
         let record = crate::state::snapshot::ServerRecord {
-            status,
+            status: Arc::new(status),
             series: Default::default(),
         };
         let mut snap = Snapshot::default();

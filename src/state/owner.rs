@@ -95,7 +95,7 @@ impl Owner {
             Msg::Said(id, word) => {
                 let slot = self.entries.get(&id).map(|(slot, _)| *slot);
                 if let Some(record) = slot.and_then(|s| self.snap.servers.slot_mut(s)) {
-                    Arc::make_mut(record).status.operator = word;
+                    Arc::make_mut(&mut Arc::make_mut(record).status).operator = word;
                 }
             }
             Msg::Policy(p) => self.snap.policy = p,
@@ -109,11 +109,12 @@ impl Owner {
         let id: Arc<str> = Arc::from(spec.id.as_str());
         let tracker = Tracker::new(spec, now);
         let tools: Vec<String> = spec.probes.tools.iter().map(|t| t.tool.clone()).collect();
+        let mut status = tracker.status().clone();
+        status.maintenance = maintenance(&self.windows, &status);
         let mut record = ServerRecord {
-            status: tracker.status().clone(),
+            status: Arc::new(status),
             series: Series::new(&crate::probe::kinds(spec), &link_reasons(spec), &tools),
         };
-        record.status.maintenance = maintenance(&self.windows, &record.status);
         record.series.uptime.enter(now, key(&record.status));
         count(&mut self.snap.counts, key(&record.status), 1);
         let (slot, old) = self.snap.servers.insert(id.clone(), Arc::new(record));
@@ -134,9 +135,8 @@ impl Owner {
         };
         let before = key(&record.status);
         // The published snapshot usually shares the record: only the series
-        // is copied to count the observation, and the status is copied once,
-        // from the verdict when there is a new one, never copied and then
-        // overwritten.
+        // is copied to count the observation, and the status is copied
+        // only when there is a new verdict, from it (else it stays shared).
         let mut series = match Arc::get_mut(record) {
             Some(r) => std::mem::take(&mut r.series),
             None => record.series.clone(),
@@ -152,7 +152,7 @@ impl Owner {
             let mut status = entry.tracker.status().clone();
             status.maintenance = record.status.maintenance.clone();
             status.operator = record.status.operator.clone();
-            status
+            Arc::new(status)
         });
         match Arc::get_mut(record) {
             Some(r) => {
@@ -171,7 +171,7 @@ impl Owner {
         // and a server hears of one at least every probe interval.
         let open = maintenance(&self.windows, &record.status);
         if open != record.status.maintenance {
-            record.status.maintenance = open;
+            Arc::make_mut(&mut record.status).maintenance = open;
         }
         if before != key(&record.status) {
             count(&mut self.snap.counts, before, -1);

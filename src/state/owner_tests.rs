@@ -15,7 +15,7 @@ fn snap(states: &[State], policy: FleetPolicy) -> Snapshot {
         let mut status = t.status().clone();
         status.status = *st;
         let record = ServerRecord {
-            status,
+            status: Arc::new(status),
             series: Series::default(),
         };
         servers.insert(Arc::from(format!("s{i}").as_str()), Arc::new(record));

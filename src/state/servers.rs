@@ -147,7 +147,7 @@ mod tests {
     fn record(id: &str) -> Arc<ServerRecord> {
         let t = crate::state::evidence::Tracker::new(&spec(id), tokio::time::Instant::now());
         Arc::new(ServerRecord {
-            status: t.status().clone(),
+            status: Arc::new(t.status().clone()),
             series: Series::default(),
         })
     }
@@ -191,7 +191,7 @@ mod tests {
         let (slot, _) = s.insert(Arc::from("a"), record("a"));
         let published = s.clone();
         let r = s.slot_mut(slot).expect("held");
-        Arc::make_mut(r).status.detail = "written".into();
+        Arc::make_mut(&mut Arc::make_mut(r).status).detail = "written".into();
         s.insert(Arc::from("b"), record("b"));
         s.remove("a");
         assert_ne!(published["a"].status.detail, "written");

@@ -240,8 +240,9 @@ pub struct Summary {
 /// One server as published: its status and its counters, always together.
 #[derive(Clone, Debug)]
 pub struct ServerRecord {
-    /// State, reason, session and timeline.
-    pub status: ServerStatus,
+    /// State, reason, session and timeline. Shared: an observation that
+    /// moves only counters copies the series, not the status.
+    pub status: Arc<ServerStatus>,
     /// Counters and histograms.
     pub series: Series,
 }
