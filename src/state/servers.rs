@@ -9,29 +9,50 @@
 //! tree, its predecessor, looked every write up by comparing ids down a
 //! path and copied that path, which made it most of the owner's work.
 //! Readers look a server up by id with a binary search of the order.
+//!
+//! Generic over the record (the snapshot's `ServerRecord`), so this file
+//! and the snapshot's do not name each other.
 
 use std::sync::Arc;
-
-use super::snapshot::ServerRecord;
 
 /// A server's place in [`Servers`], stable while it is in the fleet.
 pub type Slot = u32;
 
 /// A held server: its id and its record.
-type Held = (Arc<str>, Arc<ServerRecord>);
+type Held<R> = (Arc<str>, Arc<R>);
 
 /// Servers by id, in id order; see the module documentation.
-#[derive(Clone, Debug, Default)]
-pub struct Servers {
+#[derive(Debug)]
+pub struct Servers<R> {
     /// Records by slot; a removed server's slot is empty until reused.
-    slots: Arc<Vec<Option<Held>>>,
+    slots: Arc<Vec<Option<Held<R>>>>,
     /// The occupied slots, in id order.
     order: Arc<Vec<Slot>>,
     /// Empty slots, reused first.
     free: Vec<Slot>,
 }
 
-impl Servers {
+impl<R> Default for Servers<R> {
+    fn default() -> Self {
+        Servers {
+            slots: Arc::default(),
+            order: Arc::default(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<R> Clone for Servers<R> {
+    fn clone(&self) -> Self {
+        Servers {
+            slots: self.slots.clone(),
+            order: self.order.clone(),
+            free: self.free.clone(),
+        }
+    }
+}
+
+impl<R> Servers<R> {
     /// Servers held.
     pub fn len(&self) -> usize {
         self.order.len()
@@ -43,7 +64,7 @@ impl Servers {
     }
 
     /// `id`'s record.
-    pub fn get(&self, id: &str) -> Option<&Arc<ServerRecord>> {
+    pub fn get(&self, id: &str) -> Option<&Arc<R>> {
         let at = self.position(id).ok()?;
         self.at(self.order[at]).map(|(_, r)| r)
     }
@@ -54,22 +75,18 @@ impl Servers {
     }
 
     /// Ids and records, in id order.
-    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<ServerRecord>)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<R>)> {
         (self.order.iter()).filter_map(|&s| self.at(s).map(|(id, r)| (id, r)))
     }
 
     /// Records, in id order.
-    pub fn values(&self) -> impl Iterator<Item = &Arc<ServerRecord>> {
+    pub fn values(&self) -> impl Iterator<Item = &Arc<R>> {
         self.iter().map(|(_, r)| r)
     }
 
     /// Hold `record` as `id`'s: in its slot when it is held already (the
     /// record it replaces returned), else in a free one. Says which slot.
-    pub fn insert(
-        &mut self,
-        id: Arc<str>,
-        record: Arc<ServerRecord>,
-    ) -> (Slot, Option<Arc<ServerRecord>>) {
+    pub fn insert(&mut self, id: Arc<str>, record: Arc<R>) -> (Slot, Option<Arc<R>>) {
         match self.position(&id) {
             Ok(at) => {
                 let slot = self.order[at];
@@ -94,7 +111,7 @@ impl Servers {
     }
 
     /// Stop holding `id`: its record.
-    pub fn remove(&mut self, id: &str) -> Option<Arc<ServerRecord>> {
+    pub fn remove(&mut self, id: &str) -> Option<Arc<R>> {
         let at = self.position(id).ok()?;
         let slot = Arc::make_mut(&mut self.order).remove(at);
         self.free.push(slot);
@@ -105,12 +122,12 @@ impl Servers {
 
     /// The record in `slot`, to write: the first write after a publish
     /// copies the vector of slots, not the records.
-    pub fn slot_mut(&mut self, slot: Slot) -> Option<&mut Arc<ServerRecord>> {
+    pub fn slot_mut(&mut self, slot: Slot) -> Option<&mut Arc<R>> {
         let held = Arc::make_mut(&mut self.slots).get_mut(slot as usize)?;
         held.as_mut().map(|(_, r)| r)
     }
 
-    fn at(&self, slot: Slot) -> Option<&Held> {
+    fn at(&self, slot: Slot) -> Option<&Held<R>> {
         self.slots.get(slot as usize)?.as_ref()
     }
 
@@ -120,8 +137,8 @@ impl Servers {
     }
 }
 
-impl<'a> IntoIterator for &'a Servers {
-    type Item = (&'a Arc<str>, &'a Arc<ServerRecord>);
+impl<'a, R> IntoIterator for &'a Servers<R> {
+    type Item = (&'a Arc<str>, &'a Arc<R>);
     type IntoIter = Box<dyn Iterator<Item = Self::Item> + 'a>;
 
     fn into_iter(self) -> Self::IntoIter {
@@ -129,11 +146,11 @@ impl<'a> IntoIterator for &'a Servers {
     }
 }
 
-impl std::ops::Index<&str> for Servers {
-    type Output = Arc<ServerRecord>;
+impl<R> std::ops::Index<&str> for Servers<R> {
+    type Output = Arc<R>;
 
     /// `id`'s record; panics when it is not held, as a map's index does.
-    fn index(&self, id: &str) -> &Arc<ServerRecord> {
+    fn index(&self, id: &str) -> &Arc<R> {
         self.get(id).expect("no server of that id")
     }
 }
@@ -141,19 +158,13 @@ impl std::ops::Index<&str> for Servers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::series::Series;
-    use crate::state::testing::spec;
 
-    fn record(id: &str) -> Arc<ServerRecord> {
-        let t = crate::state::evidence::Tracker::new(&spec(id), tokio::time::Instant::now());
-        Arc::new(ServerRecord {
-            status: Arc::new(t.status().clone()),
-            series: Series::default(),
-        })
+    fn ids<R>(s: &Servers<R>) -> Vec<&str> {
+        s.iter().map(|(id, _)| &**id).collect()
     }
 
-    fn ids(s: &Servers) -> Vec<&str> {
-        s.iter().map(|(id, _)| &**id).collect()
+    fn record(text: &str) -> Arc<String> {
+        Arc::new(text.to_owned())
     }
 
     #[test]
@@ -164,7 +175,7 @@ mod tests {
         }
         assert_eq!(ids(&s), ["a", "b", "m", "q", "z"]);
         assert_eq!(s.len(), 5);
-        assert_eq!(s["q"].status.id, "q");
+        assert_eq!(*s["q"], "q");
         assert!(s.get("c").is_none());
         assert!(s.contains_key("z") && !s.contains_key("y"));
     }
@@ -174,15 +185,16 @@ mod tests {
         let mut s = Servers::default();
         let (a, _) = s.insert(Arc::from("a"), record("a"));
         let (b, _) = s.insert(Arc::from("b"), record("b"));
-        let (again, old) = s.insert(Arc::from("a"), record("a"));
-        assert_eq!((again, old.is_some()), (a, true), "replaced in place");
+        let (again, old) = s.insert(Arc::from("a"), record("a2"));
+        assert_eq!((again, old.as_deref().map(String::as_str)), (a, Some("a")));
+        assert_eq!(*s["a"], "a2", "replaced in place");
         assert!(s.remove("a").is_some());
         assert!(s.remove("a").is_none(), "gone");
         assert!(s.slot_mut(a).is_none(), "an empty slot holds nothing");
         let (c, _) = s.insert(Arc::from("c"), record("c"));
         assert_eq!(c, a, "the free slot is reused");
         assert_eq!(ids(&s), ["b", "c"]);
-        assert_eq!(s.slot_mut(b).map(|r| r.status.id.clone()), Some("b".into()));
+        assert_eq!(s.slot_mut(b).map(|r| r.as_str()), Some("b"));
     }
 
     #[test]
@@ -191,12 +203,12 @@ mod tests {
         let (slot, _) = s.insert(Arc::from("a"), record("a"));
         let published = s.clone();
         let r = s.slot_mut(slot).expect("held");
-        Arc::make_mut(&mut Arc::make_mut(r).status).detail = "written".into();
+        *Arc::make_mut(r) = "written".to_owned();
         s.insert(Arc::from("b"), record("b"));
         s.remove("a");
-        assert_ne!(published["a"].status.detail, "written");
-        assert_eq!(s.len(), 1);
+        assert_eq!(*published["a"], "a");
         assert_eq!(ids(&published), ["a"]);
         assert_eq!(ids(&s), ["b"]);
+        assert_eq!(s.len(), 1);
     }
 }

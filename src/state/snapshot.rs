@@ -277,7 +277,7 @@ impl DiscoverySeries {
 pub struct Snapshot {
     /// Servers by id, in id order, shared with the owner's next
     /// snapshots until it writes them ([`super::servers`]).
-    pub servers: super::servers::Servers,
+    pub servers: super::servers::Servers<ServerRecord>,
     /// The policy in force.
     pub policy: FleetPolicy,
     /// True once every server has a verdict or the startup grace passed (latched).
