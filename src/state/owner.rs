@@ -257,19 +257,20 @@ pub async fn run(
     // One timer and one cancellation waiter for the owner's life: built
     // afresh on every wake-up, each would register with the runtime and
     // deregister again, once or twice per probe of the fleet. The timer
-    // is reset only when the deadline it waits for moves.
+    // is reset only when the deadline it waits for moves, as a
+    // supervisor's schedule does.
     let cancelled = cancel.cancelled();
     tokio::pin!(cancelled);
     let timer = tokio::time::sleep_until(started);
     tokio::pin!(timer);
-    let mut armed: Option<Instant> = None;
     loop {
         let ready_at = (!owner.snap.ready).then_some(started + grace);
         let wake = [publish_at, ready_at].into_iter().flatten().min();
-        if let Some(at) = wake.filter(|at| armed != Some(*at)) {
+        if let Some(at) = wake
+            && timer.deadline() != at
+        {
             timer.as_mut().reset(at);
         }
-        armed = wake;
         tokio::select! {
             () = &mut cancelled => break,
             msg = rx.recv() => {
@@ -289,7 +290,7 @@ pub async fn run(
                 };
                 publish_at = Some(publish_at.map_or(at, |p| p.min(at)));
             }
-            () = &mut timer, if armed.is_some() => armed = None,
+            () = &mut timer, if wake.is_some() => {}
         }
         let now = Instant::now();
         if owner.check_ready(started, grace, now) {
