@@ -2,6 +2,8 @@
 # Where mcpmon's CPU goes under load, and its system calls per ping: mcpmon
 # holding N HTTP sessions to the fleet simulator, pinged every second.
 #   bench/split.sh [N] [seconds]      (defaults: 1000 sessions, 15 s)
+#   MCPMON=path bench/split.sh ...    another build of mcpmon (an earlier
+#                                     commit's), split the same way
 # After 10 s for the sessions to open, `perf record` samples mcpmon for the
 # given seconds, and each sample goes to the task it ran in, named by the
 # frames on its stack (bench/split.py). Then
@@ -16,7 +18,7 @@ trap 'kill ${sim:-} ${mon:-} 2>/dev/null || true; rm -rf "$tmp"' EXIT
 . bench/sim.sh
 sim_start
 sim_ping_fleet "$n" > "$tmp/fleet.yaml"
-./target/release/mcpmon --config.file "$tmp/fleet.yaml" --web.listen-address 127.0.0.1:0 \
+"${MCPMON:-./target/release/mcpmon}" --config.file "$tmp/fleet.yaml" --web.listen-address 127.0.0.1:0 \
   --log.level error &
 mon=$!
 sleep 10
