@@ -88,8 +88,11 @@ impl Wire {
         mut request: Request<Body>,
         fresh: bool,
     ) -> Result<Response<Incoming>, WireError> {
-        let headers = request.headers_mut();
-        headers.insert(http::header::USER_AGENT, user_agent());
+        // A link's route carries its own (made once, not per request).
+        request
+            .headers_mut()
+            .entry(http::header::USER_AGENT)
+            .or_insert_with(user_agent);
         if let Some(auth) = forwarded_auth(request.uri()) {
             request
                 .headers_mut()
@@ -100,7 +103,8 @@ impl Wire {
     }
 }
 
-fn user_agent() -> HeaderValue {
+/// mcpmon's `User-Agent`.
+pub fn user_agent() -> HeaderValue {
     HeaderValue::from_static(concat!("mcpmon/", env!("CARGO_PKG_VERSION")))
 }
 

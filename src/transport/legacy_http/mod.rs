@@ -206,7 +206,7 @@ impl LegacyLink {
         meter: Arc<Meter>,
     ) -> Option<Self> {
         let uri = Uri::try_from(url.as_str()).ok()?;
-        let route = client.route()?;
+        let route = posting(client.route()?, &uri);
         client.detach();
         Some(LegacyLink {
             wire,
@@ -284,13 +284,7 @@ impl LegacyLink {
         until: Instant,
         again: bool,
     ) -> Result<Answer, CallError> {
-        let request = || {
-            let mut request = self.request(Method::POST, route, Body::new(body.clone()));
-            let headers = request.headers_mut();
-            headers.insert(ACCEPT, HeaderValue::from_static(JSON_OR_STREAM));
-            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            request
-        };
+        let request = || self.request(Method::POST, route, Body::new(body.clone()));
         let first = match tokio::time::timeout_at(until, self.wire.send(request(), false)).await {
             Err(_) => return Err(CallError::Idle),
             Ok(Ok(r)) => return Ok(r),
@@ -309,7 +303,8 @@ impl LegacyLink {
         }
     }
 
-    /// A request to the session's endpoint with its route's headers.
+    /// A request to the session's endpoint with its route's headers (a
+    /// POST's: a request of another method removes what it does not send).
     fn request(&self, method: Method, route: &Route, body: Body) -> Request<Body> {
         let mut request = Request::new(body);
         *request.method_mut() = method;
@@ -465,9 +460,42 @@ impl LegacyLink {
         {
             bearer(&mut route, &token);
         }
-        let request = self.request(Method::DELETE, &route, Body::default());
+        let mut request = self.request(Method::DELETE, &route, Body::default());
+        request.headers_mut().remove(CONTENT_TYPE);
         let _ = tokio::time::timeout(grace, self.wire.send(request, false)).await;
     }
+}
+
+/// `route` with the headers every POST of the session sends, added once
+/// here rather than per request: at a ping a second per server, inserting
+/// them into each request's copy (and hyper-util formatting a `Host`) was a
+/// measurable part of the link's work (docs/benchmarks.md).
+fn posting(route: Route, uri: &Uri) -> Route {
+    let mut headers = Arc::unwrap_or_clone(route);
+    headers.reserve(4);
+    headers.insert(ACCEPT, HeaderValue::from_static(JSON_OR_STREAM));
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(http::header::USER_AGENT, super::wire::user_agent());
+    // Over HTTP/2 (which only TLS negotiates) the authority goes in its
+    // own field, so only plain HTTP gets a `Host` of its own.
+    if let Some(host) = host_header(uri) {
+        headers.insert(http::header::HOST, host);
+    }
+    Arc::new(headers)
+}
+
+/// The `Host` hyper-util would write for a plain-HTTP `uri`: its host, and
+/// its port unless it is the default.
+fn host_header(uri: &Uri) -> Option<HeaderValue> {
+    if uri.scheme() != Some(&http::uri::Scheme::HTTP) {
+        return None;
+    }
+    let host = uri.host()?;
+    let value = match uri.port_u16().filter(|p| *p != 80) {
+        Some(port) => HeaderValue::from_str(&format!("{host}:{port}")),
+        None => HeaderValue::from_str(host),
+    };
+    value.ok()
 }
 
 /// Put `token` on `route` as the bearer.
@@ -662,5 +690,25 @@ id: 7\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"p\",\r\ndata: \"result\":{}}\r\n\r\
         // An event cut in the middle is left for the next chunk.
         let (first, used) = events(&stream[..40], "p", None);
         assert_eq!((first, used), (vec![], 11));
+    }
+
+    #[test]
+    fn a_route_carries_what_every_post_sends_and_a_host_only_over_plain_http() {
+        let mut given = http::HeaderMap::new();
+        given.insert("mcp-session-id", HeaderValue::from_static("s1"));
+        let given: Route = Arc::new(given);
+        let host = |url: &str| {
+            let route = posting(given.clone(), &url.parse().unwrap());
+            assert_eq!(route["mcp-session-id"], "s1");
+            assert_eq!(route[ACCEPT], JSON_OR_STREAM);
+            assert_eq!(route[CONTENT_TYPE], "application/json");
+            assert!(route.contains_key(http::header::USER_AGENT));
+            route.get(http::header::HOST).cloned()
+        };
+        assert_eq!(host("http://127.0.0.1:8080/mcp").unwrap(), "127.0.0.1:8080");
+        assert_eq!(host("http://mcp.example:80/mcp").unwrap(), "mcp.example");
+        assert_eq!(host("http://[::1]:9/mcp").unwrap(), "[::1]:9");
+        // TLS may choose HTTP/2, whose authority is not a header.
+        assert_eq!(host("https://mcp.example/mcp"), None);
     }
 }

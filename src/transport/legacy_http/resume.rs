@@ -90,6 +90,7 @@ impl LegacyLink {
         let mut request = self.request(Method::GET, &route, super::Body::default());
         let headers = request.headers_mut();
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        headers.remove(http::header::CONTENT_TYPE);
         headers.insert("last-event-id", id);
         let request = self.wire.send(request, false);
         let response = match tokio::time::timeout_at(window.next(), request).await {
