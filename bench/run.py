@@ -59,11 +59,11 @@ PY_SDK = ROOT / "tests/python/.venv-legacy/bin/python"
 
 # Peers that cannot hold this many sessions in reasonable time are skipped.
 LIMITS = {"ts": 1000, "py": 1000, "raw": 10000, "mcpmon": 10000, "floor": 10000,
-          "floor-hyper": 10000, "floor-reqwest": 10000, "floor-hyper-pool": 10000}
+          "floor-hyper": 10000, "floor-reqwest": 10000, "floor-hyper-pool": 10000, "floor-hyper-inline": 10000}
 # The floors speak HTTP only: raw bytes on a socket, then the same pings
 # through hyper and through reqwest (the price of an HTTP library).
 FLOORS = {"floor": "raw", "floor-hyper": "hyper", "floor-reqwest": "reqwest",
-          "floor-hyper-pool": "hyper-pool"}
+          "floor-hyper-pool": "hyper-pool", "floor-hyper-inline": "hyper-inline"}
 FLOOR = ROOT / "target/release/examples/floor-peer"
 
 

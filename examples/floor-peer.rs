@@ -204,7 +204,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for s in sessions {
             let mut pinger = match via {
                 Via::Raw => Pinger::Raw(s),
-                Via::Hyper => Pinger::hyper(s, base).await.map_err(|e| e.to_string())?,
+                Via::Hyper => Pinger::hyper(s, base, false)
+                    .await
+                    .map_err(|e| e.to_string())?,
+                Via::HyperInline => Pinger::hyper(s, base, true)
+                    .await
+                    .map_err(|e| e.to_string())?,
                 Via::Reqwest => {
                     Pinger::reqwest(s, base, http.clone()).map_err(|e| e.to_string())?
                 }
@@ -271,6 +276,7 @@ enum Via {
     Hyper,
     Reqwest,
     HyperPool,
+    HyperInline,
 }
 
 impl Via {
@@ -280,6 +286,7 @@ impl Via {
             "hyper" => Ok(Via::Hyper),
             "reqwest" => Ok(Via::Reqwest),
             "hyper-pool" => Ok(Via::HyperPool),
+            "hyper-inline" => Ok(Via::HyperInline),
             other => {
                 Err(format!("unknown floor {other:?}: raw, hyper, hyper-pool or reqwest").into())
             }
@@ -292,11 +299,18 @@ impl Via {
             Via::Hyper => "floor-hyper",
             Via::Reqwest => "floor-reqwest",
             Via::HyperPool => "floor-hyper-pool",
+            Via::HyperInline => "floor-hyper-inline",
         }
     }
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A hyper HTTP/1.1 connection over plain TCP.
+type Conn = hyper::client::conn::http1::Connection<
+    hyper_util::rt::TokioIo<TcpStream>,
+    http_body_util::Full<bytes::Bytes>,
+>;
 
 /// hyper-util's pooled client over plain TCP.
 type Pool = hyper_util::client::legacy::Client<
@@ -313,6 +327,8 @@ enum Pinger {
         send: hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>,
         request: hyper::Request<()>,
         body: bytes::Bytes,
+        /// Driven by the ping itself when held here (hyper-inline).
+        conn: Option<std::pin::Pin<Box<Conn>>>,
     },
     HyperPool {
         http: std::sync::Arc<Pool>,
@@ -329,7 +345,7 @@ enum Pinger {
 
 impl Pinger {
     /// Hand the session's socket (initialized by `open`) to hyper.
-    async fn hyper(s: Session, base: &str) -> Result<Self, BoxError> {
+    async fn hyper(s: Session, base: &str, inline: bool) -> Result<Self, BoxError> {
         let url = reqwest::Url::parse(base)?;
         let host = url.host_str().ok_or("no host")?.to_owned();
         let port = url.port_or_known_default().ok_or("no port")?;
@@ -337,7 +353,12 @@ impl Pinger {
         let stream = s.stream.into_inner();
         let (send, conn) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
-        tokio::spawn(conn);
+        let conn = if inline {
+            Some(Box::pin(conn))
+        } else {
+            tokio::spawn(conn);
+            None
+        };
         let mut request = hyper::Request::post(s.path.as_str())
             .header("host", format!("{host}:{port}"))
             .header("content-type", "application/json")
@@ -350,6 +371,7 @@ impl Pinger {
             send,
             request: request.body(())?,
             body: bytes::Bytes::from_static(PING.as_bytes()),
+            conn,
         })
     }
 
@@ -400,16 +422,38 @@ impl Pinger {
                 send,
                 request,
                 body,
+                conn,
             } => {
-                send.ready().await?;
-                let mut r = hyper::Request::new(http_body_util::Full::new(body.clone()));
-                *r.method_mut() = request.method().clone();
-                *r.uri_mut() = request.uri().clone();
-                *r.headers_mut() = request.headers().clone();
-                let response = send.send_request(r).await?;
-                let status = response.status().as_u16();
-                response.into_body().collect().await?;
-                Ok(status)
+                let exchange = async {
+                    send.ready().await?;
+                    let mut r = hyper::Request::new(http_body_util::Full::new(body.clone()));
+                    *r.method_mut() = request.method().clone();
+                    *r.uri_mut() = request.uri().clone();
+                    *r.headers_mut() = request.headers().clone();
+                    let response = send.send_request(r).await?;
+                    let status = response.status().as_u16();
+                    response.into_body().collect().await?;
+                    Ok::<_, BoxError>(status)
+                };
+                if let Some(conn) = conn {
+                    // The connection runs only while a ping is out.
+                    tokio::pin!(exchange);
+                    return std::future::poll_fn(|cx| {
+                        use std::future::Future;
+                        if let std::task::Poll::Ready(r) = exchange.as_mut().poll(cx) {
+                            return std::task::Poll::Ready(r);
+                        }
+                        match conn.as_mut().poll(cx) {
+                            std::task::Poll::Ready(r) => std::task::Poll::Ready(Err(format!(
+                                "connection ended: {r:?}"
+                            )
+                            .into())),
+                            std::task::Poll::Pending => std::task::Poll::Pending,
+                        }
+                    })
+                    .await;
+                }
+                exchange.await
             }
             Pinger::HyperPool {
                 http,
