@@ -120,9 +120,16 @@ pub fn router(state: AppState) -> Router {
             header::CACHE_CONTROL,
             header::HeaderValue::from_static("no-store"),
         ))
-        // gzip when the client asks (Prometheus does): 30 MB of text at
-        // 10 000 servers is a few MB on the wire.
-        .layer(tower_http::compression::CompressionLayer::new().gzip(true))
+        // gzip when the client asks (Prometheus does): 12 MB of text at
+        // 10 000 servers is under 1 MB on the wire. At the fastest level:
+        // the default one took 11x as long (150 ms against 14 ms) for 19 %
+        // fewer bytes (docs/benchmarks.md), and a scrape's time is the
+        // budget that binds.
+        .layer(
+            tower_http::compression::CompressionLayer::new()
+                .gzip(true)
+                .quality(tower_http::CompressionLevel::Fastest),
+        )
         .layer(axum::middleware::from_fn(
             move |req: axum::extract::Request, next: axum::middleware::Next| {
                 count(metrics.clone(), req, next)
