@@ -4,8 +4,8 @@
 Runs mcpmon and each peer client (bench/peers: TypeScript SDK, Python SDK,
 a raw standard-library Python client, and examples/floor-peer.rs, the
 physical floor: raw tokio TCP with keep-alive and a pre-built ping, no MCP
-library; floor-hyper, floor-hyper-pool and floor-reqwest send the same
-pings through those
+library; floor-hyper, floor-hyper-inline, floor-hyper-pool and
+floor-reqwest send the same pings through those
 HTTP libraries) against the same fleet
 simulator (examples/fleet-sim.rs), alternating, for several repetitions. It
 prints the medians as a table of ratios. The workload is the same for
@@ -59,7 +59,8 @@ PY_SDK = ROOT / "tests/python/.venv-legacy/bin/python"
 
 # Peers that cannot hold this many sessions in reasonable time are skipped.
 LIMITS = {"ts": 1000, "py": 1000, "raw": 10000, "mcpmon": 10000, "floor": 10000,
-          "floor-hyper": 10000, "floor-reqwest": 10000, "floor-hyper-pool": 10000, "floor-hyper-inline": 10000}
+          "floor-hyper": 10000, "floor-reqwest": 10000, "floor-hyper-pool": 10000,
+          "floor-hyper-inline": 10000}
 # The floors speak HTTP only: raw bytes on a socket, then the same pings
 # through hyper and through reqwest (the price of an HTTP library).
 FLOORS = {"floor": "raw", "floor-hyper": "hyper", "floor-reqwest": "reqwest",
@@ -640,7 +641,7 @@ def report(results, scenarios, clients):
         if mon_cpu and floor:
             floor_cpu = med([{"v": 1e6 * r["cpu_s"] / max(r["pings"], 1)} for r in floor], "v")
             summary.append(f"{mode} N={n}: mcpmon CPU per ping = {mon_cpu / floor_cpu:.2f} × the floor client's ({mon_cpu:.1f} / {floor_cpu:.1f} µs)")
-            for lib in ("floor-hyper", "floor-hyper-pool", "floor-reqwest"):
+            for lib in ("floor-hyper", "floor-hyper-inline", "floor-hyper-pool", "floor-reqwest"):
                 rows = results.get((mode, n, lib))
                 if rows:
                     lib_cpu = med([{"v": 1e6 * r["cpu_s"] / max(r["pings"], 1)} for r in rows], "v")

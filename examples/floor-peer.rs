@@ -4,16 +4,18 @@
 //! read by Content-Length with no JSON parsing on the ping path, one task
 //! per session on a current-thread runtime. No MCP library.
 //!
-//! Three more floors put the HTTP libraries on the same scale, with the same
+//! Four more floors put the HTTP libraries on the same scale, with the same
 //! pre-built ping and no JSON parsing: `hyper` (one hyper HTTP/1.1
-//! connection per session, driven by its own task, as hyper requires),
+//! connection per session, driven by its own task, as hyper's docs do),
+//! `hyper-inline` (the same connection, driven inside the pinging task
+//! while a ping is out: what the hand-off to hyper's own task costs),
 //! `hyper-pool` (one shared hyper-util pooled client, the one mcpmon's held
 //! sessions use) and `reqwest` (one shared reqwest client, which wraps that
 //! pool, the stack mcpmon's handshakes use). What they add to `raw` is the price of using
 //! a well-kept HTTP library instead of writing bytes to a socket.
 //!
 //! ```text
-//! floor-peer http URL_BASE N INTERVAL_S DURATION_S [raw|hyper|hyper-pool|reqwest]
+//! floor-peer http URL_BASE N INTERVAL_S DURATION_S [raw|hyper|hyper-inline|hyper-pool|reqwest]
 //! ```
 //!
 //! Prints one JSON line in the shape of bench/peers/raw-peer.py.
@@ -287,9 +289,10 @@ impl Via {
             "reqwest" => Ok(Via::Reqwest),
             "hyper-pool" => Ok(Via::HyperPool),
             "hyper-inline" => Ok(Via::HyperInline),
-            other => {
-                Err(format!("unknown floor {other:?}: raw, hyper, hyper-pool or reqwest").into())
-            }
+            other => Err(format!(
+                "unknown floor {other:?}: raw, hyper, hyper-inline, hyper-pool or reqwest"
+            )
+            .into()),
         }
     }
 
