@@ -477,8 +477,12 @@ fn posting(route: Route, uri: &Uri) -> Route {
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(http::header::USER_AGENT, super::wire::user_agent());
     // Over HTTP/2 (which only TLS negotiates) the authority goes in its
-    // own field, so only plain HTTP gets a `Host` of its own.
-    if let Some(host) = host_header(uri) {
+    // own field, so only plain HTTP gets a `Host` of its own; one the
+    // server's configured headers name (a virtual host behind an address)
+    // stays, as hyper-util would keep it.
+    if !headers.contains_key(http::header::HOST)
+        && let Some(host) = host_header(uri)
+    {
         headers.insert(http::header::HOST, host);
     }
     Arc::new(headers)
@@ -710,5 +714,16 @@ id: 7\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"p\",\r\ndata: \"result\":{}}\r\n\r\
         assert_eq!(host("http://[::1]:9/mcp").unwrap(), "[::1]:9");
         // TLS may choose HTTP/2, whose authority is not a header.
         assert_eq!(host("https://mcp.example/mcp"), None);
+        // A configured Host is the server's to choose.
+        let mut named = http::HeaderMap::new();
+        named.insert(
+            http::header::HOST,
+            HeaderValue::from_static("vhost.example"),
+        );
+        let route = posting(
+            Arc::new(named),
+            &"http://127.0.0.1:8080/mcp".parse().unwrap(),
+        );
+        assert_eq!(route[http::header::HOST], "vhost.example");
     }
 }
