@@ -42,6 +42,10 @@ pub const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 /// later, so a probe costs one publish and no timer wake-up of its own.
 pub const QUIET_LAG: Duration = Duration::from_secs(1);
 
+/// Where the owner's timer waits when nothing is due: far enough that it
+/// never fires, near enough that no clock arithmetic overflows.
+const NOTHING_DUE: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Whether a message only moves counters: published within [`QUIET_LAG`].
 fn quiet(msg: &Msg) -> bool {
     matches!(
@@ -258,17 +262,20 @@ pub async fn run(
     // afresh on every wake-up, each would register with the runtime and
     // deregister again, once or twice per probe of the fleet. The timer
     // is reset only when the deadline it waits for moves, as a
-    // supervisor's schedule does.
+    // supervisor's schedule does. With nothing to wait for it is moved
+    // out of reach: a deadline left behind (a probe's sent, published
+    // early with its result) would still fire, and wake the process for
+    // nothing a second after every probe.
     let cancelled = cancel.cancelled();
     tokio::pin!(cancelled);
     let timer = tokio::time::sleep_until(started);
     tokio::pin!(timer);
+    let out_of_reach = started + NOTHING_DUE;
     loop {
         let ready_at = (!owner.snap.ready).then_some(started + grace);
         let wake = [publish_at, ready_at].into_iter().flatten().min();
-        if let Some(at) = wake
-            && timer.deadline() != at
-        {
+        let at = wake.unwrap_or(out_of_reach);
+        if timer.deadline() != at {
             timer.as_mut().reset(at);
         }
         tokio::select! {

@@ -235,3 +235,58 @@ fn policy_decides_the_fleet_verdict() {
         (Unhealthy, false)
     );
 }
+
+/// A probe's `Sent` asks for a publish within a second; its result,
+/// a moment later, has it published at once. The second's deadline must
+/// not stay behind and wake the owner for nothing: idle, that was one
+/// wake-up of the whole process per probe.
+#[tokio::test(start_paused = true)]
+async fn a_probe_published_with_its_result_leaves_no_wake_up_behind() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (tx, rx) = mpsc::channel(16);
+    let (snap_tx, mut snaps) = watch::channel(Arc::new(Snapshot::default()));
+    let cancel = CancellationToken::new();
+    let polls = Arc::new(AtomicUsize::new(0));
+    let mut owner = Box::pin(run(
+        rx,
+        snap_tx,
+        FleetPolicy::default(),
+        1,
+        Duration::from_millis(100),
+        None,
+        cancel.clone(),
+    ));
+    let counted = polls.clone();
+    let task = tokio::spawn(std::future::poll_fn(move |cx| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        owner.as_mut().poll(cx)
+    }));
+    let id: Arc<str> = Arc::from("a");
+    let (stuck, _) = watch::channel(0);
+    let spec = Arc::new(spec("a"));
+    let say = async |msg| tx.send(msg).await.expect("owner runs");
+    say(Msg::Add { spec, stuck }).await;
+    say(Msg::Server(id.clone(), opened())).await;
+    // Past the readiness grace and its publish: nothing is due.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    say(Msg::Server(id.clone(), Observation::Sent(ProbeKind::Ping))).await;
+    // The sent is taken on its own wake-up, and arms the timer.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    snaps.mark_unchanged();
+    let outcome = answered(ProbeKind::Ping, 3);
+    let probe = Observation::Probe {
+        outcome,
+        was_late: false,
+    };
+    say(Msg::Server(id, probe)).await;
+    snaps.changed().await.expect("published");
+    let settled = polls.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        polls.load(Ordering::SeqCst),
+        settled,
+        "the owner woke with nothing to do"
+    );
+    cancel.cancel();
+    task.await.expect("owner ends");
+}
