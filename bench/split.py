@@ -1,7 +1,12 @@
 """Groups `perf script -F comm,ip,sym` samples (with call chains) by the
 task each ran in: the first of the places below that any frame of its
-stack names. Prints each place's share of all samples."""
+stack names. Prints each place's share of all samples.
 
+`--frames TEXT` (repeatable) also prints the share of samples with any
+frame naming TEXT, wherever they ran: how a figure such as "stacks
+inserting into a header map" is read off the same profile."""
+
+import argparse
 import sys
 from collections import Counter
 
@@ -30,7 +35,13 @@ def place(frames):
     return "other"
 
 
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("--frames", action="append", default=[], metavar="TEXT",
+                help="also the share of samples with a frame naming TEXT")
+args = ap.parse_args()
+
 counts = Counter()
+naming = Counter()
 frames = []
 for line in list(sys.stdin) + [""]:
     if line.strip():
@@ -39,8 +50,12 @@ for line in list(sys.stdin) + [""]:
         continue
     if frames:
         counts[place(frames)] += 1
+        for text in args.frames:
+            naming[text] += any(text in frame for frame in frames)
     frames = []
 total = sum(counts.values()) or 1
 print(f"{total} samples")
 for name, _ in PLACES + [("other", "")]:
     print(f"  {100 * counts[name] / total:5.1f}%  {name}")
+for text in args.frames:
+    print(f"  {100 * naming[text] / total:5.2f}%  with a frame naming {text!r}")

@@ -4,6 +4,8 @@
 #   bench/split.sh [N] [seconds]      (defaults: 1000 sessions, 15 s)
 #   MCPMON=path bench/split.sh ...    another build of mcpmon (an earlier
 #                                     commit's), split the same way
+#   bench/split.sh 1000 15 --frames TEXT ...   also the share of samples
+#                                     with a frame naming TEXT (bench/split.py)
 # After 10 s for the sessions to open, `perf record` samples mcpmon for the
 # given seconds, and each sample goes to the task it ran in, named by the
 # frames on its stack (bench/split.py). Then
@@ -12,6 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-1000}"; secs="${2:-15}"
+shift $(( $# < 2 ? $# : 2 ))
 cargo build --quiet --release --bin mcpmon --example fleet-sim
 tmp=$(mktemp -d)
 trap 'kill ${sim:-} ${mon:-} 2>/dev/null || true; rm -rf "$tmp"' EXIT
@@ -24,7 +27,7 @@ mon=$!
 sleep 10
 perf record -q -F 999 -g --call-graph dwarf -o "$tmp/perf.data" -p "$mon" -- sleep "$secs" \
   > /dev/null 2>&1
-perf script -i "$tmp/perf.data" -F comm,ip,sym 2>/dev/null | python3 bench/split.py
+perf script -i "$tmp/perf.data" -F comm,ip,sym 2>/dev/null | python3 bench/split.py "$@"
 echo "system calls per ping ($n pings a second, ${secs} s):"
 timeout "$secs" strace -c -f -p "$mon" 2>&1 \
   | awk -v pings="$((n * secs))" '$NF ~ /^(writev|sendto|recvfrom|epoll_wait)$/ {
