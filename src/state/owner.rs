@@ -270,13 +270,17 @@ pub async fn run(
     tokio::pin!(cancelled);
     let timer = tokio::time::sleep_until(started);
     tokio::pin!(timer);
-    let out_of_reach = started + NOTHING_DUE;
     loop {
         let ready_at = (!owner.snap.ready).then_some(started + grace);
         let wake = [publish_at, ready_at].into_iter().flatten().min();
-        let at = wake.unwrap_or(out_of_reach);
-        if timer.deadline() != at {
-            timer.as_mut().reset(at);
+        match wake {
+            Some(at) if timer.deadline() != at => timer.as_mut().reset(at),
+            // Measured from now, not from the start: a process up longer
+            // than NOTHING_DUE must not find the far deadline behind it.
+            None if timer.deadline() < Instant::now() + NOTHING_DUE / 2 => {
+                timer.as_mut().reset(Instant::now() + NOTHING_DUE);
+            }
+            _ => {}
         }
         tokio::select! {
             () = &mut cancelled => break,
