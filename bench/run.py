@@ -166,12 +166,17 @@ ERA_VERSIONS = {"legacy": "2025-11-25", "modern": "2026-07-28"}
 ERA = "legacy"
 
 
-def run_mcpmon(mode, target, n, interval, duration, defaults=False):
+def run_mcpmon(mode, target, n, interval, duration, defaults=False, pings_only=False):
     """`defaults`: every tunable at its default (the idle scenario), else
-    the ping workload: `interval`, no health checks, one protocol (ERA)."""
+    the ping workload: `interval`, no health checks, one protocol (ERA).
+    `pings_only` with `defaults`: the defaults but for health checks, the
+    same work the floor client does."""
     tmp = tempfile.TemporaryDirectory()
     cfg = pathlib.Path(tmp.name) / "fleet.yaml"
-    lines = [] if defaults else [
+    if defaults:
+        lines = ["global:", "  health_check_interval: 1h"] if pings_only else []
+    else:
+        lines = [
         "global:",
         f"  ping_interval: {interval}s",
         f"  ping_timeout: {min(5, interval)}s",
@@ -489,12 +494,15 @@ def otlp(n, reps, duration):
 
 
 def idle(duration, reps):
-    """The cost of watching a small fleet: 5 HTTP servers, default tunables."""
-    rows, floor = [], []
+    """The cost of watching a small fleet: 5 HTTP servers, default tunables;
+    the same with health checks off (pings only, the floor client's work);
+    and the floor client, in the same rep."""
+    rows, pings_only, floor = [], [], []
     for rep in range(reps):
         sim, base = start_sim()
         try:
             r = run_mcpmon("http", base, 5, 10, duration, defaults=True)
+            p = run_mcpmon("http", base, 5, 10, duration, defaults=True, pings_only=True)
             # The floor client at the same ping rate (mcpmon's default
             # interval, 10 s), pings only: what waking up to send 30 pings
             # costs on this machine at all.
@@ -503,18 +511,26 @@ def idle(duration, reps):
             sim.kill()
             sim.wait()
         rows.append(r)
+        pings_only.append(p)
         floor.append(f)
+        floor_share = f["cpu_s"] / duration
         print(f"# idle rep {rep + 1}: {json.dumps(r)}", file=sys.stderr, flush=True)
+        print(f"# idle rep {rep + 1} pings only: {json.dumps(p)}", file=sys.stderr, flush=True)
         print(f"# idle rep {rep + 1} floor: {json.dumps(f)}", file=sys.stderr, flush=True)
-    share = med(rows, "core_share")
+        print(f"# idle rep {rep + 1}: {100 * r['core_share']:.4f}% / pings only {100 * p['core_share']:.4f}% / "
+              f"floor {100 * floor_share:.4f}% of one core: {r['core_share'] / floor_share:.2f}× and "
+              f"{p['core_share'] / floor_share:.2f}× the floor", file=sys.stderr, flush=True)
+    share, only = med(rows, "core_share"), med(pings_only, "core_share")
     floor_share = med(floor, "cpu_s") / duration
     print(f"- idle, 5 HTTP servers at default tunables (health checks included) over {duration:g} s: "
           f"{100 * share:.3f}% of one core, {med(rows, 'wakeups_per_s'):.1f} wake-ups/s, "
           f"{med(rows, 'cpu_s') * 1e6 / max(med(rows, 'pings'), 1):.0f} µs of CPU per ping "
           f"({med(rows, 'pings'):.0f} pings); RSS {med(rows, 'rss_kib') / 1024:.1f} MiB (median of {len(rows)})")
+    print(f"- the same, health checks off (pings only): {100 * only:.3f}% of one core, "
+          f"{med(pings_only, 'wakeups_per_s'):.1f} wake-ups/s ({med(pings_only, 'pings'):.0f} pings)")
     print(f"- the floor client, 5 sessions pinged every 10 s (pings only) over {duration:g} s: "
           f"{100 * floor_share:.3f}% of one core ({med(floor, 'pings'):.0f} pings); "
-          f"mcpmon idle = {share / floor_share:.1f}× the floor")
+          f"mcpmon idle = {share / floor_share:.1f}× the floor, pings only {only / floor_share:.1f}×")
 
 
 # The guard's bounds, as ratios measured in the same run (never times):
