@@ -307,6 +307,9 @@ def main():
     ap.add_argument("--ab", metavar="PATH",
                     help="instead: this mcpmon build (B) against the built one or --mcpmon (A), with the raw floor, "
                          "rep by rep in one run (N=--http's first, --reps, --duration); CPU per ping and B/A")
+    ap.add_argument("--ab-memory", metavar="PATH",
+                    help="instead: the guard's memory per held session for this mcpmon build (B) against the built "
+                         "one or --mcpmon (A), rep by rep in one run (--reps)")
     ap.add_argument("--stand-in", metavar="CLIENT",
                     help="with --check: judge this peer client as if it were mcpmon (shows that the guard fails)")
     args = ap.parse_args()
@@ -324,6 +327,8 @@ def main():
     raise_fd_limit()
     if args.check:
         return check(args.stand_in or "mcpmon")
+    if args.ab_memory:
+        return ab_memory(args.ab_memory, args.reps)
     if args.ab:
         return ab(args.ab, args.reps, int(args.http.split(",")[0]), args.duration)
     if args.idle:
@@ -572,8 +577,7 @@ def check(subject):
     # fixed costs still swing the figure by a few KiB from run to run.
     small = [one(subject, "http", 10, 1.0, CHECK_DURATION) for _ in range(CHECK_REPS)]
     large = [one(subject, "http", CHECK_MEMORY_N, 1.0, CHECK_DURATION) for _ in range(CHECK_REPS)]
-    key = "rss_kib" if subject == "mcpmon" else "peak_rss_kib"
-    kib = (med(large, key) - med(small, key)) / (CHECK_MEMORY_N - 10)
+    kib = held_kib(subject, small, large)
     checks = [
         (floor_ratio <= CHECK_MAX_FLOOR_RATIO,
          f"CPU per ping {floor_ratio:.2f}× the raw floor client's ({cpu[subject]:.1f} / {cpu['floor']:.1f} µs; "
@@ -592,6 +596,40 @@ def check(subject):
         print(f"guard: {failed} of {len(checks)} bounds crossed")
         sys.exit(1)
     print(f"guard: all {len(checks)} bounds hold")
+
+
+def held_kib(subject, small, large):
+    """KiB per held session: the median RSS of the `large` runs
+    (N=CHECK_MEMORY_N) less that of the `small` ones (N=10), per session
+    added. The difference leaves out what does not grow with the fleet,
+    the binary's mapped pages first of all."""
+    key = "rss_kib" if subject == "mcpmon" else "peak_rss_kib"
+    return (med(large, key) - med(small, key)) / (CHECK_MEMORY_N - 10)
+
+
+def ab_memory(other, reps):
+    """The guard's memory per held session for two builds of mcpmon: A
+    (the built one, or --mcpmon) and B (`other`), rep by rep, the order
+    turned every rep. Prints each rep's figure and the medians."""
+    global MCPMON
+    builds = {"A": MCPMON, "B": pathlib.Path(other)}
+    rows = {b: ([], []) for b in builds}
+    for rep in range(reps):
+        for b in ("A", "B") if rep % 2 == 0 else ("B", "A"):
+            MCPMON = builds[b]
+            small = one("mcpmon", "http", 10, 1.0, CHECK_DURATION)
+            large = one("mcpmon", "http", CHECK_MEMORY_N, 1.0, CHECK_DURATION)
+            rows[b][0].append(small)
+            rows[b][1].append(large)
+            print(f"# ab-memory rep {rep + 1} {b}: {held_kib('mcpmon', [small], [large]):.1f} KiB per held "
+                  f"session (RSS {small['rss_kib']} KiB at N=10, {large['rss_kib']} KiB at N={CHECK_MEMORY_N})",
+                  file=sys.stderr, flush=True)
+    MCPMON = builds["A"]
+    kib = {b: held_kib("mcpmon", *rows[b]) for b in builds}
+    print(f"a/b memory: http N={CHECK_MEMORY_N} against N=10, medians of {reps} alternating reps")
+    for b in builds:
+        print(f"{b} {builds[b]}: {kib[b]:.1f} KiB per held session")
+    print(f"B/A = {kib['B'] / kib['A']:.3f}")
 
 
 def ab(other, reps, n, duration):

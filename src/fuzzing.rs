@@ -68,7 +68,7 @@ pub fn metrics(data: &[u8]) {
     let now = tokio::time::Instant::now();
     let mut owner = Owner::new(cfg.fleet.clone(), 1);
     let (stuck, _) = tokio::sync::watch::channel(0);
-    let spec = std::sync::Arc::new(cfg.servers[0].clone());
+    let spec = cfg.servers[0].clone();
     owner.apply(Msg::Add { spec, stuck }, now);
     let id: std::sync::Arc<str> = std::sync::Arc::from("fuzz");
     let name = truncate(&name, 128);

@@ -9,6 +9,7 @@
 //! - Latency is liveness probes answered within a bucket bound of
 //!   `mcpmon_ping_duration_seconds`, over all of them.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
@@ -57,11 +58,14 @@ pub struct Objective {
 
 /// One objective per server, or per value of the label `by` among the
 /// servers that have it (the strictest of their targets).
-pub fn objectives(servers: &[ServerSpec], by: Option<&str>) -> Result<Vec<Objective>, SloError> {
+pub fn objectives<S: Borrow<ServerSpec>>(
+    servers: &[S],
+    by: Option<&str>,
+) -> Result<Vec<Objective>, SloError> {
+    let servers = servers.iter().map(Borrow::borrow);
     let out: Vec<Objective> = match by {
         None => servers
-            .iter()
-            .map(|s| Objective {
+            .map(|s: &ServerSpec| Objective {
                 name: name(&s.id),
                 who: format!("MCP server {}", s.id),
                 matcher: format!("server=\"{}\"", s.id),

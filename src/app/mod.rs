@@ -423,7 +423,9 @@ fn waiting(
 
 /// Readiness waits for every server's first verdict, or for as long as the
 /// slowest of them could take.
-fn first_verdicts_within<'a>(servers: impl Iterator<Item = &'a config::ServerSpec>) -> Duration {
+fn first_verdicts_within<'a>(
+    servers: impl Iterator<Item = &'a std::sync::Arc<config::ServerSpec>>,
+) -> Duration {
     let slowest = servers
         .map(|s| s.settings.connect_timeout.0 + s.settings.ping_timeout.0)
         .max()

@@ -3,6 +3,7 @@
 //! sessions and all). A pure comparison of specs; applying it is the
 //! supervisors' job.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 
 use serde::Serialize;
@@ -24,12 +25,13 @@ pub struct Diff {
 
 impl Diff {
     /// From the specs `running` now to those `wanted`; every list sorted.
-    pub fn between<'a>(
+    pub fn between<'a, S: Borrow<ServerSpec>>(
         running: impl IntoIterator<Item = &'a ServerSpec>,
-        wanted: &[ServerSpec],
+        wanted: &[S],
     ) -> Diff {
+        let wanted = || wanted.iter().map(Borrow::borrow);
         let wanted_by_id: HashMap<&str, &ServerSpec> =
-            wanted.iter().map(|s| (s.id.as_str(), s)).collect();
+            wanted().map(|s: &ServerSpec| (s.id.as_str(), s)).collect();
         let mut diff = Diff::default();
         let mut running_ids = std::collections::HashSet::new();
         for spec in running {
@@ -40,8 +42,7 @@ impl Diff {
                 None => diff.removed.push(spec.id.clone()),
             }
         }
-        diff.added = wanted
-            .iter()
+        diff.added = wanted()
             .filter(|s| !running_ids.contains(s.id.as_str()))
             .map(|s| s.id.clone())
             .collect();
@@ -77,7 +78,7 @@ mod tests {
             format!("servers:\n  - id: {id}\n    transport: stdio\n    command: {command}\n");
         let config =
             crate::config::parse(std::path::Path::new("/x.yaml"), &text, &|_| None).expect("valid");
-        config.servers.into_iter().next().expect("one server")
+        (*config.servers[0]).clone()
     }
 
     #[test]

@@ -39,6 +39,7 @@ pub use validate::parse_entries;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -265,7 +266,7 @@ pub struct Config {
     /// Fleet-level `/health/fleet` policy.
     pub fleet: FleetPolicy,
     /// Servers in file order.
-    pub servers: Vec<ServerSpec>,
+    pub servers: Vec<Arc<ServerSpec>>,
     /// Where each server was written (`file servers[i]`), by id, to name
     /// both origins of a duplicate id.
     pub origins: BTreeMap<String, String>,
@@ -292,7 +293,7 @@ impl Config {
             .servers
             .iter()
             .filter(|s| s.trust == Trust::Local)
-            .flat_map(ServerSpec::secrets)
+            .flat_map(|s| s.secrets())
             .collect();
         for sd in &self.http_sd {
             out.extend(sd.secrets());

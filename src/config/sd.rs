@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -208,7 +209,7 @@ pub struct Rejected {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Entries {
     /// Valid servers and where each was written (`source [i]`).
-    pub servers: Vec<(ServerSpec, String)>,
+    pub servers: Vec<(Arc<ServerSpec>, String)>,
     /// Entries left out.
     pub rejected: Vec<Rejected>,
     /// Risky but valid settings.

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::{Checked, Mechanism, Shard, Source, Update};
 use crate::config::{Config, ConfigError, Entries, Rejection, ServerSpec};
@@ -41,7 +42,7 @@ pub struct Report {
 #[derive(Debug, Default)]
 pub struct Resolved {
     /// The main file's servers and the discovered ones, in this shard.
-    pub servers: Vec<ServerSpec>,
+    pub servers: Vec<Arc<ServerSpec>>,
     /// Discovered entries dropped because an earlier source has the id:
     /// the mechanism, and an error naming both origins.
     pub duplicates: Vec<(Mechanism, String)>,
@@ -126,7 +127,7 @@ impl Discovered {
             .iter()
             .map(|(id, origin)| (id.as_str(), origin.as_str()))
             .collect();
-        let mut servers: Vec<&ServerSpec> = config.servers.iter().collect();
+        let mut servers: Vec<&Arc<ServerSpec>> = config.servers.iter().collect();
         for (_, source, docs) in &self.sources {
             let mechanism = source.mechanism();
             out.counts.entry(mechanism).or_default();

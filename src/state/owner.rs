@@ -57,8 +57,10 @@ fn quiet(msg: &Msg) -> bool {
 /// The owner's state; [`run`] drives it, tests call [`Owner::apply`] directly.
 pub struct Owner {
     /// Each server's slot in the snapshot's servers, and its entry: one
-    /// lookup per message finds both.
-    entries: HashMap<Arc<str>, (Slot, Entry)>,
+    /// lookup per message finds both. The entry is boxed: it is over a
+    /// kilobyte, and the table keeps its values inline in up to twice as
+    /// many buckets as there are servers.
+    entries: HashMap<Arc<str>, (Slot, Box<Entry>)>,
     snap: Snapshot,
     expected: usize,
     ops: Option<Arc<dyn Operations>>,
@@ -126,7 +128,7 @@ impl Owner {
             count(&mut self.snap.counts, key(&old.status), -1);
         }
         self.entries
-            .insert(id, (slot, Entry::new(spec, tracker, stuck)));
+            .insert(id, (slot, Box::new(Entry::new(spec, tracker, stuck))));
     }
 
     fn event(&mut self, id: &Arc<str>, obs: Observation, now: Instant) {

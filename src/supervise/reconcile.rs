@@ -21,7 +21,8 @@ use crate::transport::session::McpConnector;
 pub type MakeConnector = Arc<dyn Fn(&ServerSpec) -> Arc<dyn Connector> + Send + Sync>;
 
 struct Running {
-    spec: ServerSpec,
+    /// The spec its supervisor runs: one allocation, shared with it.
+    spec: Arc<ServerSpec>,
     cancel: CancellationToken,
     handle: JoinHandle<()>,
 }
@@ -91,23 +92,22 @@ impl Supervisors {
         self
     }
 
-    async fn start(&mut self, spec: ServerSpec) {
+    async fn start(&mut self, spec: Arc<ServerSpec>) {
         let cancel = self.cancel.child_token();
-        let shared = Arc::new(spec.clone());
         let (stuck_tx, stuck_rx) = tokio::sync::watch::channel(0);
         // The owner learns of the server before its first event.
         let _ = self
             .state
             .send(Msg::Add {
-                spec: shared.clone(),
+                spec: spec.clone(),
                 stuck: stuck_tx,
             })
             .await;
         let sup = Supervisor {
             id: Arc::from(spec.id.as_str()),
             connector: (self.connect)(&spec),
-            probes: super::server::probes_of(&shared, &self.state),
-            spec: shared,
+            probes: super::server::probes_of(&spec, &self.state),
+            spec: spec.clone(),
             state: self.state.clone(),
             stuck: stuck_rx,
             cancel: cancel.clone(),
@@ -145,7 +145,7 @@ impl Supervisors {
 
     /// Make the running set match `config`.
     pub async fn apply(&mut self, config: &Config, deadline: Duration) -> Diff {
-        let diff = Diff::between(self.running.values().map(|r| &r.spec), &config.servers);
+        let diff = Diff::between(self.running.values().map(|r| &*r.spec), &config.servers);
         let mut stop = diff.removed.clone();
         stop.extend(diff.changed.iter().cloned());
         self.stop(&stop, deadline).await;
@@ -160,7 +160,7 @@ impl Supervisors {
             };
             // Kept: only what its operator says may have changed.
             if running.spec.operator != spec.operator {
-                running.spec.operator = spec.operator.clone();
+                Arc::make_mut(&mut running.spec).operator = spec.operator.clone();
                 let id = Arc::from(spec.id.as_str());
                 let _ = self.state.send(Msg::Said(id, spec.operator.clone())).await;
             }

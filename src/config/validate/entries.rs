@@ -146,7 +146,7 @@ impl<'a> Validator<'a> {
         global: &TunablesFile,
         source: &super::EntrySource<'_>,
         seen: &mut HashSet<String>,
-        servers: &mut Vec<(ServerSpec, String)>,
+        servers: &mut Vec<(Arc<ServerSpec>, String)>,
     ) -> Option<super::Rejected> {
         let at = [Seg::Index(i)];
         let rejected = |reason, errors| {
@@ -209,7 +209,7 @@ impl<'a> Validator<'a> {
         let errors = std::mem::take(&mut self.errors);
         match spec {
             Some(spec) if errors.is_empty() => {
-                servers.push((spec, format!("{} [{i}]", self.path.display())));
+                servers.push((Arc::new(spec), format!("{} [{i}]", self.path.display())));
                 None
             }
             _ => rejected(super::Rejection::Invalid, errors),

@@ -348,7 +348,7 @@ impl<'a> Validator<'a> {
                     spec.id.clone(),
                     format!("{} servers[{i}]", self.path.display()),
                 );
-                servers.push(spec);
+                servers.push(Arc::new(spec));
             }
         }
         let mut file_sd: Vec<FileSd> = file_sd
@@ -409,7 +409,7 @@ impl<'a> Validator<'a> {
     fn maintenance(
         &mut self,
         list: &[crate::config::maintenance::WindowFile],
-        servers: &[ServerSpec],
+        servers: &[Arc<ServerSpec>],
     ) -> Vec<crate::config::maintenance::Window> {
         let mut out: Vec<crate::config::maintenance::Window> = Vec::new();
         for (i, f) in list.iter().enumerate() {
