@@ -91,6 +91,27 @@ fn ids(r: &Resolved) -> Vec<&str> {
 }
 
 #[test]
+fn the_resolved_list_shares_each_spec_rather_than_copying_it() {
+    let (c, mut d, _, http) = setup();
+    feed(
+        &mut d,
+        &c,
+        http,
+        "http://127.0.0.1:2/sd",
+        r#"[{"id":"h1","transport":"http","url":"http://h/mcp"}]"#,
+    );
+    let (first, again) = (
+        d.resolve(&c, Shard::default()),
+        d.resolve(&c, Shard::default()),
+    );
+    assert_eq!(ids(&first), ["static-a", "h1"]);
+    // The main file's spec, and a discovered one across two settlings:
+    // one allocation each, however many lists hold it.
+    assert!(Arc::ptr_eq(&first.servers[0], &c.servers[0]));
+    assert!(Arc::ptr_eq(&first.servers[1], &again.servers[1]));
+}
+
+#[test]
 fn sources_merge_after_the_main_file_with_their_labels_and_globals() {
     let (c, mut d, file, http) = setup();
     let rep = feed(
