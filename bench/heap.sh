@@ -9,6 +9,8 @@
 # the jemalloc feature (built into target/glibc).
 #   bench/heap.sh [N] [protocol] [mcpmon binary] [seconds]
 #   (defaults: 2000, 2025-11-25, that build, 45)
+#   SUBSITES=40 bench/heap.sh ...   up to 40 call sites under each
+#                                   allocation site (default 5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-2000}"; proto="${2:-2025-11-25}"; bin="${3:-}"; secs="${4:-45}"
@@ -32,9 +34,9 @@ timeout -s KILL "$secs" heaptrack -o "$tmp/heap" "$bin" --config.file "$tmp/flee
   --web.listen-address 127.0.0.1:0 --log.level error > /dev/null 2>&1 || true
 sleep 2
 heaptrack_print -f "$tmp"/heap*.zst --print-peaks 0 --print-allocators 0 --print-temporary 0 \
-  --print-leaks 1 -n 15 2>/dev/null \
+  --print-leaks 1 -n 15 -s "${SUBSITES:-5}" 2>/dev/null \
   | awk '/leaked over/ {print; n=0; show=1; next} show && /at / {if (n<2) print "    " $0; n++} /^$/ {show=0}' \
-  | head -60
+  | head -n "$((12 * ${SUBSITES:-5}))"
 "$bin" --config.file "$tmp/fleet.yaml" --web.listen-address 127.0.0.1:0 --log.level error &
 mon=$!
 sleep "$((secs / 2))"

@@ -565,11 +565,10 @@ def check(subject):
     past a bound."""
     clients = [subject, "floor", "ts"]
     rows = {c: [] for c in clients}
-    for rep in range(CHECK_REPS):
-        for client in clients[rep % len(clients):] + clients[:rep % len(clients)]:
-            r = one(client, "http", CHECK_N, 1.0, CHECK_DURATION)
-            rows[client].append(r)
-            print(f"# check rep {rep + 1} {client}: {json.dumps(r)}", file=sys.stderr, flush=True)
+    for rep, client in turns(clients, CHECK_REPS):
+        r = one(client, "http", CHECK_N, 1.0, CHECK_DURATION)
+        rows[client].append(r)
+        print(f"# check rep {rep + 1} {client}: {json.dumps(r)}", file=sys.stderr, flush=True)
     cpu = {c: per_ping(rs) for c, rs in rows.items()}
     floor_ratio = cpu[subject] / cpu["floor"]
     ts_advantage = cpu["ts"] / cpu[subject]
@@ -598,6 +597,25 @@ def check(subject):
     print(f"guard: all {len(checks)} bounds hold")
 
 
+def turns(names, reps):
+    """(rep, name) for every rep and name, the order rotated by one each
+    rep, so a machine that drifts during a run moves every name alike."""
+    for rep in range(reps):
+        k = rep % len(names)
+        for name in names[k:] + names[:k]:
+            yield rep, name
+
+
+def one_build(build, n, duration):
+    """`one` for mcpmon, with the binary at `build` for this run only."""
+    global MCPMON
+    kept, MCPMON = MCPMON, build
+    try:
+        return one("mcpmon", "http", n, 1.0, duration)
+    finally:
+        MCPMON = kept
+
+
 def held_kib(subject, small, large):
     """KiB per held session: the median RSS of the `large` runs
     (N=CHECK_MEMORY_N) less that of the `small` ones (N=10), per session
@@ -611,20 +629,16 @@ def ab_memory(other, reps):
     """The guard's memory per held session for two builds of mcpmon: A
     (the built one, or --mcpmon) and B (`other`), rep by rep, the order
     turned every rep. Prints each rep's figure and the medians."""
-    global MCPMON
     builds = {"A": MCPMON, "B": pathlib.Path(other)}
     rows = {b: ([], []) for b in builds}
-    for rep in range(reps):
-        for b in ("A", "B") if rep % 2 == 0 else ("B", "A"):
-            MCPMON = builds[b]
-            small = one("mcpmon", "http", 10, 1.0, CHECK_DURATION)
-            large = one("mcpmon", "http", CHECK_MEMORY_N, 1.0, CHECK_DURATION)
-            rows[b][0].append(small)
-            rows[b][1].append(large)
-            print(f"# ab-memory rep {rep + 1} {b}: {held_kib('mcpmon', [small], [large]):.1f} KiB per held "
-                  f"session (RSS {small['rss_kib']} KiB at N=10, {large['rss_kib']} KiB at N={CHECK_MEMORY_N})",
-                  file=sys.stderr, flush=True)
-    MCPMON = builds["A"]
+    for rep, b in turns(list(builds), reps):
+        small = one_build(builds[b], 10, CHECK_DURATION)
+        large = one_build(builds[b], CHECK_MEMORY_N, CHECK_DURATION)
+        rows[b][0].append(small)
+        rows[b][1].append(large)
+        print(f"# ab-memory rep {rep + 1} {b}: {held_kib('mcpmon', [small], [large]):.1f} KiB per held "
+              f"session (RSS {small['rss_kib']} KiB at N=10, {large['rss_kib']} KiB at N={CHECK_MEMORY_N})",
+              file=sys.stderr, flush=True)
     kib = {b: held_kib("mcpmon", *rows[b]) for b in builds}
     print(f"a/b memory: http N={CHECK_MEMORY_N} against N=10, medians of {reps} alternating reps")
     for b in builds:
@@ -638,21 +652,16 @@ def ab(other, reps, n, duration):
     so a machine that drifts during the run moves all three alike. Prints
     each rep's CPU per ping and the medians as ratios: B/A, and each
     against the floor."""
-    global MCPMON
     builds = {"A": MCPMON, "B": pathlib.Path(other)}
     rows = {"A": [], "B": [], "floor": []}
-    order = ["A", "B", "floor"]
-    for rep in range(reps):
-        for client in order[rep % 3:] + order[:rep % 3]:
-            if client == "floor":
-                r = one("floor", "http", n, 1.0, duration)
-            else:
-                MCPMON = builds[client]
-                r = one("mcpmon", "http", n, 1.0, duration)
-            rows[client].append(r)
-            print(f"# ab rep {rep + 1} {client}: {1e6 * r['cpu_s'] / max(r['pings'], 1):.1f} µs/ping "
-                  f"over {r['pings']:.0f} pings", file=sys.stderr, flush=True)
-    MCPMON = builds["A"]
+    for rep, client in turns(list(rows), reps):
+        if client == "floor":
+            r = one("floor", "http", n, 1.0, duration)
+        else:
+            r = one_build(builds[client], n, duration)
+        rows[client].append(r)
+        print(f"# ab rep {rep + 1} {client}: {1e6 * r['cpu_s'] / max(r['pings'], 1):.1f} µs/ping "
+              f"over {r['pings']:.0f} pings", file=sys.stderr, flush=True)
     cpu = {c: per_ping(rs) for c, rs in rows.items()}
     print(f"a/b: http N={n}, one ping a second each, median of {reps} rotating reps")
     print(f"A {builds['A']}: {cpu['A']:.1f} µs/ping, {cpu['A'] / cpu['floor']:.2f}× the raw floor")
