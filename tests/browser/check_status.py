@@ -30,16 +30,22 @@ def browser(javascript=True):
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
 
 
+class NotYet(Exception):
+    """A check not met yet, saying what it saw instead."""
+
+
 def wait(check, what):
     start = time.time()
+    last = "nothing read"
     while time.time() - start < DEADLINE:
         try:
             if check():
                 return
-        except Exception:  # the page is being replaced under us
-            pass
+            last = "not yet"
+        except Exception as e:  # the page is being replaced under us, or not yet
+            last = f"{type(e).__name__}: {e}".strip()[:500]
         time.sleep(0.1)
-    raise SystemExit(f"timed out: {what}")
+    raise SystemExit(f"timed out: {what}; last seen: {last}")
 
 
 def rows(d):
@@ -112,7 +118,7 @@ def history_shown(d, server, bar, uptime, state):
     d.get(BASE + "/servers/" + server)
     bars = d.find_elements(By.CSS_SELECTOR, "figure.bars rect")
     if len(bars) != 90:
-        return False
+        raise NotYet(f"{len(bars)} bars")
     today = bars[-1]
     uptimes = dict(
         zip(
@@ -121,7 +127,10 @@ def history_shown(d, server, bar, uptime, state):
         )
     )
     changes = [e.text for e in d.find_elements(By.CSS_SELECTOR, "table.transitions td:nth-child(2)")]
-    return today.get_attribute("class") == bar and uptimes.get("Uptime, 24 h") == uptime and state in changes
+    seen = (today.get_attribute("class"), uptimes.get("Uptime, 24 h"), changes)
+    if seen[0] != bar or seen[1] != uptime or state not in changes:
+        raise NotYet(f"today's bar, 24 h uptime, state changes: {seen}")
+    return True
 
 
 # The history, with JavaScript off and on a phone's screen: the bars, the

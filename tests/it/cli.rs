@@ -54,7 +54,8 @@ fn probe_exit_code_is_zero_only_when_healthy() {
     assert_eq!(v["ping_ms"].as_array().map(Vec::len), Some(3));
     assert_eq!(v["health_check"]["status"], "degraded");
 
-    let dead = format!("http://127.0.0.1:{}/mcp", free_port());
+    let closed = ClosedPort::bind();
+    let dead = closed.mcp_url();
     let (code, out, _) = outcome(mcpmon().args(["probe", &dead]));
     assert_eq!(code, 1);
     assert!(out.contains("state:      unhealthy (unreachable)"), "{out}");
@@ -333,7 +334,8 @@ fn service_runs_from_the_command_line_and_stops_on_sigterm() {
 fn probe_options_count_after_the_url_too() {
     require!(installed("tests/node/node_modules"));
     // Nothing listens there: the answer is quick, and it must be JSON.
-    let url = format!("http://127.0.0.1:{}/mcp", free_port());
+    let closed = ClosedPort::bind();
+    let url = closed.mcp_url();
     let (code, out, err) =
         outcome(mcpmon().args(["probe", &url, "--output", "json", "--pings", "1"]));
     assert_eq!(code, 1, "{err}");
@@ -358,7 +360,8 @@ fn logs_to_a_pipe_are_plain_and_an_unreachable_server_is_not_an_error() {
     // stderr is a pipe here, as under systemd or a log shipper.
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("fleet.yaml");
-    let url = format!("http://127.0.0.1:{}/mcp", free_port());
+    let closed = ClosedPort::bind();
+    let url = closed.mcp_url();
     std::fs::write(
         &cfg,
         format!("{FAST_GLOBAL}servers:\n  - id: gone\n    transport: http\n    url: {url}\n"),
@@ -439,6 +442,7 @@ fn json_log_fields_are_the_documented_ones() {
     require!(installed("tests/node/node_modules"));
     // docs/running.md's "Logs" section lists these; dashboards and log queries
     // are built on them, so a rename must fail here first.
+    let closed = ClosedPort::bind();
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("fleet.yaml");
     std::fs::write(
@@ -447,7 +451,7 @@ fn json_log_fields_are_the_documented_ones() {
             "{FAST_GLOBAL}servers:\n  - id: up\n    transport: stdio\n    command: {:?}\n  \
              - id: down\n    transport: http\n    url: http://127.0.0.1:{}/mcp\n",
             demo_server(),
-            free_port()
+            closed.port()
         ),
     )
     .expect("write");

@@ -228,7 +228,8 @@ async fn badges_say_status_uptime_and_response_time_in_svg_and_shields_json() {
     let server = demo_http(&["--name", "search"], 0).await;
     let dir = tempfile::tempdir().expect("tmp");
     let file = dir.path().join("fleet.yaml");
-    let dead = format!("http://127.0.0.1:{}/mcp", free_port());
+    let closed = ClosedPort::bind();
+    let dead = closed.mcp_url();
     std::fs::write(
         &file,
         format!(

@@ -49,7 +49,8 @@ async fn a_server_down_from_one_location_pages_no_one_and_from_two_pages_once() 
     require!(program("prometheus"), program("promtool"));
     let search = demo_http(&["--name", "search"], 0).await;
     let billing = demo_http(&["--name", "billing"], 0).await;
-    let dead = format!("http://127.0.0.1:{}/mcp", free_port());
+    let closed = ClosedPort::bind();
+    let dead = closed.mcp_url();
     let dir = tempfile::tempdir().expect("tmp");
     // eu cannot reach search; eu and us cannot reach billing.
     let views = [

@@ -319,7 +319,8 @@ async fn modern_era_servers_are_monitored_without_ping() {
 async fn fleet_policy_and_unknown_states_decide_the_fleet_code() {
     require!(program("promtool"), installed("tests/node/node_modules"));
     // Nothing listens on this port: the server is unreachable from the start.
-    let dead = format!("http://127.0.0.1:{}/mcp", free_port());
+    let closed = ClosedPort::bind();
+    let dead = closed.mcp_url();
     let yaml = format!(
         "{FAST_GLOBAL}fleet:\n  min_available_percentage: 50\nservers:\n{}{}",
         stdio_server("up", &marker("up"), &[]),

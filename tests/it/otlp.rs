@@ -305,7 +305,8 @@ async fn a_receiver_that_is_down_or_stalls_costs_bounded_memory_and_no_probe_del
             held.push(sock);
         }
     });
-    let down = format!("http://127.0.0.1:{}", free_port());
+    let closed = ClosedPort::bind();
+    let down = format!("http://127.0.0.1:{}", closed.port());
     for (what, endpoint) in [
         ("stalls", format!("http://{stall_addr}")),
         ("is down", down),

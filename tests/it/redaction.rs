@@ -17,7 +17,8 @@ const PATH_SECRET: &str = "p4th-0nly-Secret-21de";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_planted_secret_appears_in_no_output() {
     let live = demo_http(&["--name", "live"], 0).await;
-    let dead_port = free_port();
+    let closed = ClosedPort::bind();
+    let dead_port = closed.port();
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("fleet.yaml");
     let demo = demo_server().display().to_string();
@@ -153,7 +154,8 @@ async fn one_server_s_literal_env_values_never_change_another_server_s_text() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("fleet.yaml");
     let demo = demo_server().display().to_string();
-    let dead = free_port();
+    let closed = ClosedPort::bind();
+    let dead = closed.port();
     std::fs::write(
         &cfg,
         format!(

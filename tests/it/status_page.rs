@@ -15,6 +15,7 @@ async fn the_status_page_in_a_real_browser() {
     );
     let dir = tempfile::tempdir().expect("tempdir");
     let payload = "<script>document.title='pwned';window.pwned=1</script>";
+    let gone = ClosedPort::bind();
     let cfg = dir.path().join("fleet.yaml");
     std::fs::write(
         &cfg,
@@ -22,7 +23,7 @@ async fn the_status_page_in_a_real_browser() {
             "{FAST_GLOBAL}servers:\n  - id: good\n    transport: stdio\n    command: {demo:?}\n  \
              - id: xss\n    transport: stdio\n    command: {demo:?}\n    args: [--name, {payload:?}]\n  \
              - id: gone\n    transport: http\n    url: http://127.0.0.1:{}/mcp\n",
-            free_port(),
+            gone.port(),
             demo = demo_server(),
         ),
     )

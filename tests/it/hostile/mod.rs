@@ -470,7 +470,8 @@ async fn a_source_asking_for_sixty_thousand_servers_or_a_tight_loop_is_held_to_i
     // A cap of 100: the servers it admits cost what any 100 servers cost;
     // what must not cost anything is the 59 900 past it.
     let (mut case, body, _) = discovery_case("    max_servers: 100\n", &[]).await;
-    let dead = free_port();
+    let closed = ClosedPort::bind();
+    let dead = closed.port();
     let entries: Vec<String> = (0..60_000)
         .map(|i| {
             format!(
@@ -588,7 +589,8 @@ async fn clients_that_never_read_whole_fleet_pages_share_one_render() {
     require!(program("python3"));
     alone(async {
     let dir = tempfile::tempdir().expect("tempdir");
-    let dead = free_port();
+    let closed = ClosedPort::bind();
+    let dead = closed.port();
     let servers: String = (0..2000)
         .map(|i| {
             format!(
@@ -633,7 +635,8 @@ async fn an_untrusted_source_cannot_censor_other_text_or_break_a_json_line() {
     // A token endpoint that hands out JSON syntax as its token.
     let (token, token_port) =
         python_peer(&["token", r#"{"timestamp":""#], &dir.path().join("tport")).await;
-    let dead = free_port();
+    let closed = ClosedPort::bind();
+    let dead = closed.port();
     let main = format!(
         "  - id: oauth\n    transport: http\n    url: http://127.0.0.1:{dead}/mcp\n    oauth2:\n      client_id: c\n      client_secret: \"${{SECRET_FOR_OAUTH}}\"\n      token_url: http://127.0.0.1:{token_port}/token\n"
     );

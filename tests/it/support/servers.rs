@@ -89,6 +89,35 @@ pub fn free_port() -> u16 {
     l.local_addr().expect("addr").port()
 }
 
+/// A port on 127.0.0.1 that refuses every connection for as long as this
+/// lives: bound, never listening. A port that was merely free a moment ago
+/// (see [`free_port`]) can be handed to a test running beside this one, and
+/// a server meant to be dead then answers; a bound port is handed to no one
+/// (no `SO_REUSEADDR` here, so not even to a listener that sets it), nor
+/// used as the source port of a connection to itself.
+pub struct ClosedPort(tokio::net::TcpSocket);
+
+impl ClosedPort {
+    /// Bind one.
+    pub fn bind() -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind("127.0.0.1:0".parse().expect("address"))
+            .expect("bind");
+        ClosedPort(socket)
+    }
+
+    /// Its number.
+    pub fn port(&self) -> u16 {
+        self.0.local_addr().expect("addr").port()
+    }
+
+    /// `http://127.0.0.1:PORT/mcp`: an MCP endpoint that is not there.
+    pub fn mcp_url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port())
+    }
+}
+
 /// Start a third-party HTTP server and wait until its port accepts connections.
 pub async fn third_party_http(
     program: &Path,
