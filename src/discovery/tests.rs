@@ -86,6 +86,17 @@ fn feed(d: &mut Discovered, c: &Config, source: u64, origin: &str, text: &str) -
     feed_docs(d, c, source, vec![doc(origin, text)], &|_| None)
 }
 
+/// The HTTP source's one server, `h1`.
+fn feed_h1(d: &mut Discovered, c: &Config, http: u64) -> Report {
+    feed(
+        d,
+        c,
+        http,
+        "http://127.0.0.1:2/sd",
+        r#"[{"id":"h1","transport":"http","url":"http://h/mcp"}]"#,
+    )
+}
+
 fn ids(r: &Resolved) -> Vec<&str> {
     r.servers.iter().map(|s| s.id.as_str()).collect()
 }
@@ -93,13 +104,7 @@ fn ids(r: &Resolved) -> Vec<&str> {
 #[test]
 fn the_resolved_list_shares_each_spec_rather_than_copying_it() {
     let (c, mut d, _, http) = setup();
-    feed(
-        &mut d,
-        &c,
-        http,
-        "http://127.0.0.1:2/sd",
-        r#"[{"id":"h1","transport":"http","url":"http://h/mcp"}]"#,
-    );
+    feed_h1(&mut d, &c, http);
     let (first, again) = (
         d.resolve(&c, Shard::default()),
         d.resolve(&c, Shard::default()),
@@ -125,13 +130,7 @@ fn sources_merge_after_the_main_file_with_their_labels_and_globals() {
         rep.changed && rep.failures.is_empty() && rep.rejected.is_empty(),
         "{rep:?}"
     );
-    feed(
-        &mut d,
-        &c,
-        http,
-        "http://127.0.0.1:2/sd",
-        r#"[{"id":"h1","transport":"http","url":"http://h/mcp"}]"#,
-    );
+    feed_h1(&mut d, &c, http);
     let r = d.resolve(&c, Shard::default());
     assert_eq!(ids(&r), ["static-a", "f1", "f2", "h1"]);
     assert_eq!(r.counts[&Mechanism::File], 2);
