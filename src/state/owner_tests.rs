@@ -236,57 +236,130 @@ fn policy_decides_the_fleet_verdict() {
     );
 }
 
-/// A probe's `Sent` asks for a publish within a second; its result,
-/// a moment later, has it published at once. The second's deadline must
-/// not stay behind and wake the owner for nothing: idle, that was one
-/// wake-up of the whole process per probe.
+/// The owner running on one opened server, past its readiness publish,
+/// with a count of its wake-ups: the messages it is told and the
+/// snapshots it publishes.
+struct Counted {
+    say: mpsc::Sender<Msg>,
+    snaps: watch::Receiver<Arc<Snapshot>>,
+    polls: Arc<std::sync::atomic::AtomicUsize>,
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Counted {
+    async fn start() -> Counted {
+        let (say, rx) = mpsc::channel(16);
+        let (snap_tx, snaps) = watch::channel(Arc::new(Snapshot::default()));
+        let cancel = CancellationToken::new();
+        let polls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut owner = Box::pin(run(
+            rx,
+            snap_tx,
+            FleetPolicy::default(),
+            1,
+            Duration::from_millis(100),
+            None,
+            cancel.clone(),
+        ));
+        let counted = polls.clone();
+        let task = tokio::spawn(std::future::poll_fn(move |cx| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            owner.as_mut().poll(cx)
+        }));
+        let (stuck, _) = watch::channel(0);
+        let spec = Arc::new(spec("a"));
+        let mut counted = Counted {
+            say,
+            snaps,
+            polls,
+            cancel,
+            task,
+        };
+        counted.tell(Msg::Add { spec, stuck }).await;
+        counted.tell(Msg::Server("a".into(), opened())).await;
+        // Past the readiness grace and its publish: nothing is due.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        counted.snaps.mark_unchanged();
+        counted
+    }
+
+    async fn tell(&mut self, msg: Msg) {
+        self.say.send(msg).await.expect("owner runs");
+    }
+
+    fn polls(&self) -> usize {
+        self.polls.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Pings the published snapshot has counted as sent and skipped.
+    fn pings(&self) -> (u64, u64) {
+        let snap = self.snaps.borrow();
+        let series = &snap.servers.get("a").expect("published").series;
+        let ping = |c: &crate::state::series::Counters<ProbeKind>| {
+            (c.0.iter())
+                .find(|(k, _)| *k == ProbeKind::Ping)
+                .map_or(0, |(_, n)| *n)
+        };
+        (ping(&series.probes), ping(&series.probes_skipped))
+    }
+
+    /// Whether the owner stays asleep for the next `long`.
+    async fn sleeps_through(&self, long: Duration) -> bool {
+        let settled = self.polls();
+        tokio::time::sleep(long).await;
+        self.polls() == settled
+    }
+
+    async fn stop(self) {
+        self.cancel.cancel();
+        self.task.await.expect("owner ends");
+    }
+}
+
+/// A probe's `Sent` arms no timer: idle, arming one a second out woke
+/// the runtime's parked driver about one probe in four. It is published
+/// with its result, and nothing is left behind to wake the owner after.
 #[tokio::test(start_paused = true)]
-async fn a_probe_published_with_its_result_leaves_no_wake_up_behind() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let (tx, rx) = mpsc::channel(16);
-    let (snap_tx, mut snaps) = watch::channel(Arc::new(Snapshot::default()));
-    let cancel = CancellationToken::new();
-    let polls = Arc::new(AtomicUsize::new(0));
-    let mut owner = Box::pin(run(
-        rx,
-        snap_tx,
-        FleetPolicy::default(),
-        1,
-        Duration::from_millis(100),
-        None,
-        cancel.clone(),
-    ));
-    let counted = polls.clone();
-    let task = tokio::spawn(std::future::poll_fn(move |cx| {
-        counted.fetch_add(1, Ordering::SeqCst);
-        owner.as_mut().poll(cx)
-    }));
-    let id: Arc<str> = Arc::from("a");
-    let (stuck, _) = watch::channel(0);
-    let spec = Arc::new(spec("a"));
-    let say = async |msg| tx.send(msg).await.expect("owner runs");
-    say(Msg::Add { spec, stuck }).await;
-    say(Msg::Server(id.clone(), opened())).await;
-    // Past the readiness grace and its publish: nothing is due.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    say(Msg::Server(id.clone(), Observation::Sent(ProbeKind::Ping))).await;
-    // The sent is taken on its own wake-up, and arms the timer.
+async fn a_probe_sent_waits_for_its_result_and_leaves_no_wake_up_behind() {
+    let mut owner = Counted::start().await;
+    owner
+        .tell(Msg::Server("a".into(), Observation::Sent(ProbeKind::Ping)))
+        .await;
+    // The sent is taken on its own wake-up, and arms nothing.
     tokio::time::sleep(Duration::from_millis(10)).await;
-    snaps.mark_unchanged();
-    let outcome = answered(ProbeKind::Ping, 3);
+    assert!(owner.sleeps_through(QUIET_LAG * 5).await, "woke for a sent");
+    assert!(!owner.snaps.has_changed().expect("owner runs"));
     let probe = Observation::Probe {
-        outcome,
+        outcome: answered(ProbeKind::Ping, 3),
         was_late: false,
     };
-    say(Msg::Server(id, probe)).await;
-    snaps.changed().await.expect("published");
-    let settled = polls.load(Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(
-        polls.load(Ordering::SeqCst),
-        settled,
+    owner.tell(Msg::Server("a".into(), probe)).await;
+    owner.snaps.changed().await.expect("published");
+    assert_eq!(owner.pings(), (1, 0), "the sent rides with its result");
+    assert!(
+        owner.sleeps_through(Duration::from_secs(5)).await,
         "the owner woke with nothing to do"
     );
-    cancel.cancel();
-    task.await.expect("owner ends");
+    owner.stop().await;
+}
+
+/// A skipped tick has no result to ride with: it is published on its
+/// own, within [`QUIET_LAG`], and the owner sleeps after.
+#[tokio::test(start_paused = true)]
+async fn a_skipped_tick_is_published_within_the_quiet_lag() {
+    let mut owner = Counted::start().await;
+    owner
+        .tell(Msg::Server(
+            "a".into(),
+            Observation::Skipped(ProbeKind::Ping),
+        ))
+        .await;
+    tokio::time::timeout(QUIET_LAG + Duration::from_millis(1), owner.snaps.changed())
+        .await
+        .expect("published within the lag")
+        .expect("owner runs");
+    assert_eq!(owner.pings(), (0, 1));
+    assert!(owner.sleeps_through(Duration::from_secs(5)).await);
+    owner.stop().await;
 }
