@@ -12,7 +12,7 @@
 //!
 //! Publishing is coalesced (at most every [`PUBLISH_EVERY`]) and driven by
 //! messages: an idle fleet wakes the owner for nothing, and a probe sent
-//! is published with what comes of it (see [`publish_by`]).
+//! is published with what comes of it (see `publish_by`).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -326,7 +326,8 @@ async fn a_probe_sent_waits_for_its_result_and_leaves_no_wake_up_behind() {
     owner
         .tell(Msg::Server("a".into(), Observation::Sent(ProbeKind::Ping)))
         .await;
-    // The sent is taken on its own wake-up, and arms nothing.
+    // Let the owner take the sent (the paused clock moves only when every
+    // task is idle), so the count below starts after it.
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(owner.sleeps_through(QUIET_LAG * 5).await, "woke for a sent");
     assert!(!owner.snaps.has_changed().expect("owner runs"));
