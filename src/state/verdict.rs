@@ -146,13 +146,16 @@ impl Window {
     }
 
     fn prune(&mut self, now: Instant) {
-        while let Some(s) = self.samples.front() {
-            if now.saturating_duration_since(s.at) > self.span {
-                self.samples.pop_front();
-            } else {
-                break;
-            }
+        let cutoff = self.cutoff(now);
+        while self.samples.front().is_some_and(|s| too_old(s, cutoff)) {
+            self.samples.pop_front();
         }
+    }
+
+    /// The oldest instant still in the span at `now`; `None` when the span
+    /// reaches back before the clock's start, so nothing is too old.
+    fn cutoff(&self, now: Instant) -> Option<Instant> {
+        now.checked_sub(self.span)
     }
 
     /// Summarise the samples no older than the span.
@@ -160,8 +163,9 @@ impl Window {
         let mut st = WindowStats::default();
         let mut recent: Vec<Duration> = Vec::with_capacity(LATENCY_SAMPLES);
         let mut in_episode = false;
+        let cutoff = self.cutoff(now);
         for s in &self.samples {
-            if now.saturating_duration_since(s.at) > self.span {
+            if too_old(s, cutoff) {
                 continue;
             }
             let (liveness, outcome) = match s.entry {
@@ -196,6 +200,13 @@ impl Window {
         }
         st
     }
+}
+
+/// Whether `s` fell out of the span: `now - at > span`, spelled
+/// `at < now - span` because the window is scanned on every judgment and
+/// one comparison per sample is cheaper there than one duration.
+fn too_old(s: &Sample, cutoff: Option<Instant>) -> bool {
+    cutoff.is_some_and(|c| s.at < c)
 }
 
 /// Everything the judgment looks at, gathered by the evidence tracker.

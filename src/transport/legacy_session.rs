@@ -64,14 +64,16 @@ impl McpSession {
             Err(CallError::Expired) => {}
             other => return other,
         }
+        // Boxed: a handshake's future is kilobytes, and unboxed it would be
+        // part of (and copied with) every ping's future, where it is rare.
         let again = tokio::time::timeout_at(
             deadlines.max_at,
-            super::open::open_http(
+            Box::pin(super::open::open_http(
                 &lean.spec,
                 &lean.http,
                 &super::open::Plan::Initialize(lean.version.clone()),
                 deadlines.max_at,
-            ),
+            )),
         )
         .await;
         match again {

@@ -189,9 +189,10 @@ impl McpSession {
                 ClientRequest::DiscoverRequest(DiscoverRequest::new(DiscoverRequestParams {}))
             }
         };
-        // A fallback shares the probe's one deadline.
+        // A fallback shares the probe's one deadline. Its future is boxed so
+        // that the lean ping's, boxed and moved on every probe, stays small.
         let left = timeout.saturating_sub(start.elapsed());
-        match self.request(request, left).await {
+        match Box::pin(self.request(request, left)).await {
             Ok(_) => Ok(start.elapsed()),
             Err(RequestError::Timeout(_)) => Err(RequestError::Timeout(timeout)),
             Err(e) => Err(e),

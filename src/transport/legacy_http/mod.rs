@@ -385,7 +385,8 @@ impl LegacyLink {
                     // event (2025-11-25): the answer comes on a GET that
                     // resumes after it, once the server's retry delay passed.
                     let last = resume.next()?;
-                    response = self.resumed(&last, resume.after, &window).await?;
+                    // Boxed: rare, and a large future to carry in every call's.
+                    response = Box::pin(self.resumed(&last, resume.after, &window)).await?;
                     stream = SseBuffer::default();
                     continue;
                 }
