@@ -51,7 +51,7 @@ pub struct Resolved {
 }
 
 impl Discovered {
-    /// Take the sources [`Discovery::apply`] runs, in settling order. Known
+    /// Take the sources [`super::Discovery::apply`] runs, in settling order. Known
     /// ones keep their documents' entries.
     pub fn set_sources(&mut self, sources: Vec<(u64, Source)>) {
         let mut old: HashMap<u64, BTreeMap<PathBuf, Entries>> = std::mem::take(&mut self.sources)

@@ -72,7 +72,7 @@ families! {
         ["health_check", "protocol_version", "server", "server_name", "server_version", "transport"]
         "Descriptive data about the server's current session (always 1); health_check says whether it lists the health tool.";
     Labels: "gauge" "mcpmon_server_labels" ["server"]
-        "The operator's labels of the server (label_<name>), always 1: join with group_left.";
+        "The operator's labels of the server (a label_* label for each), always 1: join with group_left.";
     OperatorReady: "gauge" "mcpmon_server_operator_ready" ["kind", "server"]
         "1 if the operator that runs the server (its Kubernetes object's kind) says it is ready, 0 if it says not; absent when it says nothing.";
     Tools: "gauge" "mcpmon_server_tools" ["server"]

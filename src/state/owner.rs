@@ -5,7 +5,7 @@
 //! because a server's status and counters are published together,
 //! `/metrics` and `/health` of one generation always agree.
 //!
-//! What one observation changes for its server is [`Entry::apply`]'s to
+//! What one observation changes for its server is `Entry::apply`'s to
 //! say; this
 //! file keeps the fleet: servers added and removed, the running counts,
 //! maintenance windows, readiness and publishing.

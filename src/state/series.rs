@@ -1,5 +1,5 @@
 //! A server's counters and histograms: plain data, written only by the state
-//! owner (through [`Series::record`], from the same observations the
+//! owner (through [`Series`]'s methods, from the same observations the
 //! evidence is judged on) and published in its snapshots, so `/metrics`
 //! renders exactly what `/health` shows for the same generation. Rendering
 //! lives in [`crate::output::metrics`].

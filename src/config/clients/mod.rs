@@ -19,8 +19,8 @@
 //! `envFile`) comes back with what it needs, and is not run. Pure: the
 //! caller reads the file and says what the environment holds.
 //!
-//! Reading and telling formats apart is here; [`translate`] turns one
-//! entry into mcpmon's, [`entries`] serves a file as a discovery source,
+//! Reading and telling formats apart is here; `translate` turns one
+//! entry into mcpmon's, `entries` serves a file as a discovery source,
 //! [`fleet_yaml`] writes the fleet `mcpmon import` prints.
 
 use std::collections::HashMap;

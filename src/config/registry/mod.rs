@@ -1,7 +1,7 @@
 //! Servers of an MCP Registry (`GET /v0.1/servers`), as mcpmon entries:
 //! one server per remote, its transport from `remotes[].type`, labelled
 //! with its registry name and version. Pure: the discovery task walks the
-//! pages ([`page`] reads each, bounded) into a [`Kept`] store of slim
+//! pages (`page` reads each, bounded) into a [`Kept`] store of slim
 //! records ([`Listed`]) that holds at most [`MAX_KEPT_BYTES`], and this
 //! turns them into entries.
 //!
@@ -97,7 +97,7 @@ impl Listed {
     }
 }
 
-/// Most bytes of records a registry source keeps ([`Listed::bytes`]):
+/// Most bytes of records a registry source keeps (`Listed::bytes`):
 /// some ten thousand servers with one remote each, several times the
 /// official registry's. The records are written out and read back once
 /// more for validation, so what a walk holds at its peak is a few times

@@ -2,7 +2,7 @@
 //! as written, the spec it becomes, and its checks.
 //!
 //! A kind is one section of this file: its shapes, one field of
-//! [`Written`] and of [`Probes`], one line in each of their three
+//! `Written` and of [`Probes`], one line in each of their three
 //! functions. The server's entry never names a kind: its keys are taken
 //! out of the entry's map here, before its tunables are read, and each
 //! item is read with its own path, so an error names its own line.
