@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Instructions per ping under callgrind: 50 HTTP sessions to the fleet
+# simulator pinged every second; counting starts 25 s in (after start-up)
+# and lasts 40 s. Pings are calls to hyper's request encoder, which both
+# mcpmon and the floor client make once per ping.
+#   bench/instructions.sh mcpmon [BINARY]     (default target/release/mcpmon)
+#   bench/instructions.sh floor MODE          (raw, hyper, hyper-pool, ...)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+who="${1:?mcpmon or floor}"
+tmp=$(mktemp -d)
+trap 'kill ${vg:-} ${sim:-} 2>/dev/null || true; rm -rf "$tmp"' EXIT
+. bench/sim.sh
+sim_start
+sim_ping_fleet 50 > "$tmp/fleet.yaml"
+if [ "$who" = mcpmon ]; then
+  cmd=("${2:-./target/release/mcpmon}" --config.file "$tmp/fleet.yaml" --web.listen-address 127.0.0.1:0 --log.level error)
+else
+  cmd=(./target/release/examples/floor-peer http "$base" 50 1 200 "${2:?floor mode}")
+fi
+valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "${cmd[@]}" > /dev/null 2>&1 &
+vg=$!
+sleep 25
+callgrind_control -z "$vg" > /dev/null 2>&1
+sleep 40
+callgrind_control -d "$vg" > /dev/null 2>&1
+# The dump is written when the command returns; wait for the file, bounded.
+for _ in $(seq 50); do [ -s "$tmp/cg.out.1" ] && break; sleep 0.2; done
+python3 - "$tmp/cg.out.1" "$who ${2:-}" <<'PY'
+import re, sys
+names, pending, pings, total = {}, None, 0, 0
+for line in open(sys.argv[1]):
+    m = re.match(r'^(c?fn)=\((\d+)\)(?: (.*))?$', line.rstrip('\n'))
+    if m:
+        kind, idx, name = m.groups()
+        if name:
+            names[idx] = name
+        pending = idx if kind == 'cfn' else None
+        continue
+    if line.startswith('calls=') and pending:
+        if 'Http1Transaction>::encode' in names.get(pending, ''):
+            pings += int(line.split('=')[1].split()[0])
+        pending = None
+    elif line.startswith(('summary:', 'totals:')):
+        total = int(line.split()[1])
+print(f"{sys.argv[2].strip()}: {total} instructions over {pings} pings = {total / max(pings, 1):.0f} per ping")
+PY
