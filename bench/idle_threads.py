@@ -9,6 +9,7 @@ its CPU as a ratio to the raw floor client's measured in this same run.
 import argparse
 import os
 import pathlib
+import select
 import subprocess
 import tempfile
 import time
@@ -53,6 +54,9 @@ def main():
     sim = subprocess.Popen([str(SIM), "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL)
     try:
+        # Bounded: a simulator that never says where it listens ends the run.
+        if not select.select([sim.stdout], [], [], 10)[0]:
+            raise SystemExit("fleet-sim printed nothing within 10 s")
         base = sim.stdout.readline().decode().strip().removeprefix("listening on ")
         tmp = tempfile.TemporaryDirectory()
         floor = [str(FLOOR), "http", base, "5", "10", str(SETTLE + args.window + 30)]
