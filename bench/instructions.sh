@@ -5,11 +5,12 @@
 # mcpmon and the floor client make once per ping.
 #   bench/instructions.sh mcpmon [BINARY]     (default target/release/mcpmon)
 #   bench/instructions.sh floor MODE          (raw, hyper, hyper-pool, ...)
+# KEEP=FILE keeps the callgrind output there, for callgrind_annotate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 who="${1:?mcpmon or floor}"
 tmp=$(mktemp -d)
-trap 'kill ${vg:-} ${sim:-} 2>/dev/null || true; rm -rf "$tmp"' EXIT
+trap 'kill ${vg:-} ${sim:-} 2>/dev/null || true; [ -n "${KEEP:-}" ] && cp "$tmp/cg.out.1" "$KEEP"; rm -rf "$tmp"' EXIT
 . bench/sim.sh
 sim_start
 sim_ping_fleet 50 > "$tmp/fleet.yaml"

@@ -161,7 +161,7 @@ impl Window {
     /// Summarise the samples no older than the span.
     pub fn stats(&self, now: Instant) -> WindowStats {
         let mut st = WindowStats::default();
-        let mut recent: Vec<Duration> = Vec::with_capacity(LATENCY_SAMPLES);
+        let mut recent = Recent::default();
         let mut in_episode = false;
         let cutoff = self.cutoff(now);
         for s in &self.samples {
@@ -177,12 +177,7 @@ impl Window {
             };
             st.samples += 1;
             match outcome {
-                Outcome::Ok(d) if liveness => {
-                    if recent.len() == LATENCY_SAMPLES {
-                        recent.remove(0);
-                    }
-                    recent.push(d);
-                }
+                Outcome::Ok(d) if liveness => recent.push(d),
                 Outcome::Ok(_) => {}
                 Outcome::Timeout => st.timeouts += 1,
                 Outcome::Error => st.errors += 1,
@@ -193,12 +188,43 @@ impl Window {
             in_episode = outcome.failed();
         }
         st.failing = in_episode;
-        st.latest_latency = recent.last().copied();
-        if recent.len() >= LATENCY_MIN_ANSWERS {
-            recent.sort_unstable();
-            st.median_latency = recent.get(recent.len() / 2).copied();
-        }
+        st.latest_latency = recent.latest();
+        st.median_latency = recent.median();
         st
+    }
+}
+
+/// The last [`LATENCY_SAMPLES`] answered latencies of a scan, each new one
+/// over the oldest. The scan runs on every judgment, so this is an array on
+/// the stack, not a vector allocated and shifted per sample.
+#[derive(Default)]
+struct Recent {
+    ring: [Duration; LATENCY_SAMPLES],
+    pushed: usize,
+}
+
+impl Recent {
+    fn push(&mut self, d: Duration) {
+        self.ring[self.pushed % LATENCY_SAMPLES] = d;
+        self.pushed += 1;
+    }
+
+    fn latest(&self) -> Option<Duration> {
+        let last = self.pushed.checked_sub(1)?;
+        Some(self.ring[last % LATENCY_SAMPLES])
+    }
+
+    /// The median once there are [`LATENCY_MIN_ANSWERS`]; order within the
+    /// ring does not matter to it.
+    fn median(&self) -> Option<Duration> {
+        let held = self.pushed.min(LATENCY_SAMPLES);
+        if held < LATENCY_MIN_ANSWERS {
+            return None;
+        }
+        let mut sorted = self.ring;
+        let sorted = &mut sorted[..held];
+        sorted.sort_unstable();
+        Some(sorted[held / 2])
     }
 }
 

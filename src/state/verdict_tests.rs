@@ -558,3 +558,28 @@ fn every_pair_of_states_transitions_only_after_its_count() {
         }
     }
 }
+
+#[test]
+fn the_latency_ring_keeps_the_last_answers_whatever_how_many_came() {
+    // Against the plain reading: the last five latencies, their median
+    // once there are three. Values chosen so order matters to "last".
+    for n in 0..=13u64 {
+        let latencies: Vec<Duration> = (0..n)
+            .map(|i| Duration::from_millis((i * 37) % 11 + i))
+            .collect();
+        let mut ring = Recent::default();
+        for &d in &latencies {
+            ring.push(d);
+        }
+        let last: Vec<Duration> = latencies
+            .iter()
+            .skip(latencies.len().saturating_sub(LATENCY_SAMPLES))
+            .copied()
+            .collect();
+        let mut sorted = last.clone();
+        sorted.sort_unstable();
+        let median = (sorted.len() >= 3).then(|| sorted[sorted.len() / 2]);
+        assert_eq!(ring.latest(), last.last().copied(), "{n} answers");
+        assert_eq!(ring.median(), median, "{n} answers");
+    }
+}

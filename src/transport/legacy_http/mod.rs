@@ -38,9 +38,11 @@ use super::sse_events::SseBuffer;
 use super::wire::{Body, Wire};
 use super::{RequestError, truncate};
 
+mod message;
 mod resume;
 mod route;
 
+pub use message::{Seen, events, seen};
 use resume::Resume;
 use route::{bearer, posting};
 
@@ -494,126 +496,9 @@ fn refusal(response: &Answer) -> Result<(), CallError> {
     })
 }
 
-/// What one message read from an answer is, to the request `id`.
-#[derive(Debug, PartialEq)]
-pub enum Seen {
-    /// The answer: its `result`, or its JSON-RPC error.
-    Answer(Result<Value, RequestError>),
-    /// A progress notification for the request's token.
-    Progress,
-    /// A request of the server's own.
-    Request,
-    /// `notifications/tools/list_changed`.
-    ToolsChanged,
-    /// Anything else (other notifications, other answers, not JSON).
-    Other,
-}
-
-/// Read one JSON-RPC message (or a batch, for the answer in it).
-pub fn seen(data: &[u8], id: &str, progress: Option<u64>) -> Seen {
-    let Ok(m) = serde_json::from_slice::<Value>(data) else {
-        return Seen::Other;
-    };
-    if let Value::Array(batch) = m {
-        return batch
-            .into_iter()
-            .map(|m| message(m, id, progress))
-            .find(|s| matches!(s, Seen::Answer(_)))
-            .unwrap_or(Seen::Other);
-    }
-    message(m, id, progress)
-}
-
-fn message(mut m: Value, id: &str, progress: Option<u64>) -> Seen {
-    if m["id"] == id {
-        if let Some(result) = m.get_mut("result") {
-            return Seen::Answer(Ok(result.take()));
-        }
-        if let Some(e) = m.get("error") {
-            return Seen::Answer(Err(RequestError::Rpc {
-                code: e["code"]
-                    .as_i64()
-                    .and_then(|c| i32::try_from(c).ok())
-                    .unwrap_or(0),
-                message: truncate(e["message"].as_str().unwrap_or(""), 200),
-            }));
-        }
-    }
-    match (m.get("method"), m.get("id")) {
-        (Some(method), None)
-            if method == "notifications/progress"
-                && progress.is_some_and(|p| m["params"]["progressToken"] == p) =>
-        {
-            Seen::Progress
-        }
-        (Some(method), None) if method == "notifications/tools/list_changed" => Seen::ToolsChanged,
-        (Some(_), Some(_)) => Seen::Request,
-        _ => Seen::Other,
-    }
-}
-
-/// The whole SSE events at the start of `buf`, read, and the bytes they
-/// took; a partial event is left for the next chunk.
-pub fn events(buf: &[u8], id: &str, progress: Option<u64>) -> (Vec<Seen>, usize) {
-    let mut stream = SseBuffer::default();
-    stream.push(buf);
-    let mut out = Vec::new();
-    while let Some(data) = stream.next_event() {
-        if !data.is_empty() {
-            out.push(seen(&data, id, progress));
-        }
-    }
-    (out, buf.len() - stream.pending())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn answers_errors_progress_and_requests_are_told_apart() {
-        let read = |m: &str| seen(m.as_bytes(), "mcpmon-3", Some(3));
-        assert_eq!(
-            read(r#"{"jsonrpc":"2.0","id":"mcpmon-3","result":{"x":1}}"#),
-            Seen::Answer(Ok(json!({"x": 1})))
-        );
-        assert_eq!(
-            read(r#"{"jsonrpc":"2.0","id":"mcpmon-3","error":{"code":-32601,"message":"no"}}"#),
-            Seen::Answer(Err(RequestError::Rpc {
-                code: -32601,
-                message: "no".into()
-            }))
-        );
-        // Another request's answer, or a numeric id, is not this one's.
-        assert_eq!(
-            read(r#"{"jsonrpc":"2.0","id":"mcpmon-4","result":{}}"#),
-            Seen::Other
-        );
-        assert_eq!(read(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#), Seen::Other);
-        assert_eq!(
-            read(
-                r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":3,"progress":1}}"#
-            ),
-            Seen::Progress
-        );
-        assert_eq!(
-            read(
-                r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":4,"progress":1}}"#
-            ),
-            Seen::Other
-        );
-        assert_eq!(
-            read(r#"{"jsonrpc":"2.0","id":9,"method":"sampling/createMessage"}"#),
-            Seen::Request
-        );
-        assert_eq!(
-            read(
-                r#"[{"jsonrpc":"2.0","method":"x"},{"jsonrpc":"2.0","id":"mcpmon-3","result":{}}]"#
-            ),
-            Seen::Answer(Ok(json!({})))
-        );
-        assert_eq!(read("not json"), Seen::Other);
-    }
 
     #[test]
     fn requests_are_written_as_json_rpc_with_params_only_when_given() {
@@ -639,17 +524,5 @@ mod tests {
             read(call),
             Some(json!({"jsonrpc": "2.0", "id": "c\n1", "method": "tools/call", "params": params}))
         );
-    }
-
-    #[test]
-    fn sse_events_are_read_whole_across_line_endings() {
-        let stream = b": comment\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n\
-id: 7\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"p\",\r\ndata: \"result\":{}}\r\n\r\n";
-        let (seen_all, used) = events(stream, "p", None);
-        assert_eq!(used, stream.len());
-        assert_eq!(seen_all, [Seen::Other, Seen::Answer(Ok(json!({})))]);
-        // An event cut in the middle is left for the next chunk.
-        let (first, used) = events(&stream[..40], "p", None);
-        assert_eq!((first, used), (vec![], 11));
     }
 }
