@@ -6,6 +6,7 @@
 //! five members the judgment looks at, not into a map of every member: the
 //! `jsonrpc` member and anything unknown are skipped without allocating.
 
+use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -31,24 +32,61 @@ pub enum Seen {
 /// The members of a JSON-RPC message a monitor reads. Each is `Some`
 /// whenever the member is there, `null` included: `"result": null` is an
 /// answer, and `"id": null` is an id.
-#[derive(Deserialize)]
+#[derive(Default)]
 struct Message {
-    #[serde(default, deserialize_with = "present")]
     id: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
     method: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
     params: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
     result: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
     error: Option<Value>,
 }
 
-/// A member that is there, whatever its value; serde's own `Option` would
-/// read `null` as absent.
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
+/// The member names a monitor reads; any other is skipped unread.
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum Member {
+    Id,
+    Method,
+    Params,
+    Result,
+    Error,
+    #[serde(other)]
+    Unread,
+}
+
+/// Read by hand rather than derived, for two rules of JSON as servers
+/// write it: a member given twice keeps its last copy (as `JSON.parse` and
+/// a `Value` do, where a derived reader rejects the message), and only an
+/// object is a message (a derived reader also takes an array, by position).
+impl<'de> Deserialize<'de> for Message {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> Visitor<'de> for Members {
+            type Value = Message;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON-RPC message")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
+                let mut m = Message::default();
+                while let Some(member) = map.next_key::<Member>()? {
+                    let slot = match member {
+                        Member::Id => &mut m.id,
+                        Member::Method => &mut m.method,
+                        Member::Params => &mut m.params,
+                        Member::Result => &mut m.result,
+                        Member::Error => &mut m.error,
+                        Member::Unread => {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value()?);
+                }
+                Ok(m)
+            }
+        }
+        d.deserialize_map(Members)
+    }
 }
 
 /// Read one JSON-RPC message (or a batch, for the answer in it).
@@ -183,6 +221,17 @@ mod tests {
             Seen::Answer(Ok(json!({})))
         );
         assert_eq!(read("[1, 2]"), Seen::Other);
+        // A member given twice keeps its last copy, as `JSON.parse` does.
+        assert_eq!(
+            read(r#"{"jsonrpc":"2.0","id":"mcpmon-9","id":"mcpmon-3","result":1,"result":2}"#),
+            Seen::Answer(Ok(json!(2)))
+        );
+        assert_eq!(
+            read(r#"{"jsonrpc":"2.0","id":"mcpmon-3","id":"mcpmon-9","result":1}"#),
+            Seen::Other
+        );
+        // Only an object is a message: an array is not read by position.
+        assert_eq!(read(r#"[["mcpmon-3", null, null, {}, null]]"#), Seen::Other);
         assert_eq!(
             read(r#"[1, {"jsonrpc":"2.0","id":"mcpmon-3","result":{}}]"#),
             Seen::Answer(Ok(json!({})))
