@@ -70,6 +70,54 @@ enum Entry {
 struct Sample {
     at: Instant,
     entry: Entry,
+    /// A failed probe that followed no failure among the samples held when
+    /// it came: it started an episode (unless what it followed has gone).
+    starts: bool,
+}
+
+impl Sample {
+    /// What this sample adds to the window's counts.
+    fn counts(&self) -> Counts {
+        let Entry::Probe { outcome, .. } = self.entry else {
+            return Counts::default();
+        };
+        Counts {
+            samples: 1,
+            errors: u32::from(outcome == Outcome::Error),
+            timeouts: u32::from(outcome == Outcome::Timeout),
+            episodes: u32::from(self.starts),
+        }
+    }
+
+    /// Whether a failure episode is open once this sample is in.
+    fn failing(&self) -> bool {
+        matches!(self.entry, Entry::Probe { outcome, .. } if outcome.failed())
+    }
+}
+
+/// Counts over a run of samples, kept as samples enter and leave.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Counts {
+    samples: u32,
+    errors: u32,
+    timeouts: u32,
+    episodes: u32,
+}
+
+impl Counts {
+    fn add(&mut self, c: Counts) {
+        self.samples += c.samples;
+        self.errors += c.errors;
+        self.timeouts += c.timeouts;
+        self.episodes += c.episodes;
+    }
+
+    fn sub(&mut self, c: Counts) {
+        self.samples -= c.samples;
+        self.errors -= c.errors;
+        self.timeouts -= c.timeouts;
+        self.episodes -= c.episodes;
+    }
 }
 
 /// Most samples kept, whatever the window length: bounds memory per server.
@@ -86,10 +134,15 @@ pub const LATENCY_SAMPLES: usize = 5;
 pub const LATENCY_MIN_ANSWERS: usize = LATENCY_SAMPLES / 2 + 1;
 
 /// A rolling window of probe outcomes.
+///
+/// Judged on every probe, so its counts are kept as samples enter and
+/// leave rather than counted by a scan of the window each time.
 #[derive(Clone, Debug)]
 pub struct Window {
     span: Duration,
     samples: VecDeque<Sample>,
+    /// The counts over every sample in `samples`.
+    held: Counts,
 }
 
 /// What the window holds right now.
@@ -118,6 +171,7 @@ impl Window {
         Window {
             span,
             samples: VecDeque::new(),
+            held: Counts::default(),
         }
     }
 
@@ -134,21 +188,36 @@ impl Window {
 
     fn push(&mut self, now: Instant, entry: Entry) {
         if self.samples.len() == MAX_SAMPLES {
-            self.samples.pop_front();
+            self.pop_front();
         }
-        self.samples.push_back(Sample { at: now, entry });
+        let follows_failure = self.samples.back().is_some_and(Sample::failing);
+        let mut sample = Sample {
+            at: now,
+            entry,
+            starts: false,
+        };
+        sample.starts = sample.failing() && !follows_failure;
+        self.held.add(sample.counts());
+        self.samples.push_back(sample);
         self.prune(now);
+    }
+
+    fn pop_front(&mut self) {
+        if let Some(s) = self.samples.pop_front() {
+            self.held.sub(s.counts());
+        }
     }
 
     /// Forget everything (a new session starts with a clean slate).
     pub fn clear(&mut self) {
         self.samples.clear();
+        self.held = Counts::default();
     }
 
     fn prune(&mut self, now: Instant) {
         let cutoff = self.cutoff(now);
         while self.samples.front().is_some_and(|s| too_old(s, cutoff)) {
-            self.samples.pop_front();
+            self.pop_front();
         }
     }
 
@@ -159,78 +228,88 @@ impl Window {
     }
 
     /// Summarise the samples no older than the span.
+    ///
+    /// The held counts, less those of samples that fell out of the span
+    /// since the last probe pruned them (usually none); only the ends of
+    /// the window are looked at.
     pub fn stats(&self, now: Instant) -> WindowStats {
-        let mut st = WindowStats::default();
-        let mut recent = Recent::default();
-        let mut in_episode = false;
         let cutoff = self.cutoff(now);
-        for s in &self.samples {
-            if too_old(s, cutoff) {
-                continue;
-            }
-            let (liveness, outcome) = match s.entry {
-                Entry::Recovered => {
-                    in_episode = false;
-                    continue;
-                }
-                Entry::Probe { liveness, outcome } => (liveness, outcome),
-            };
-            st.samples += 1;
-            match outcome {
-                Outcome::Ok(d) if liveness => recent.push(d),
-                Outcome::Ok(_) => {}
-                Outcome::Timeout => st.timeouts += 1,
-                Outcome::Error => st.errors += 1,
-            }
-            if outcome.failed() && !in_episode {
-                st.episodes += 1;
-            }
-            in_episode = outcome.failed();
+        let gone = self
+            .samples
+            .iter()
+            .take_while(|s| too_old(s, cutoff))
+            .count();
+        let mut counts = self.held;
+        for s in self.samples.range(..gone) {
+            counts.sub(s.counts());
         }
-        st.failing = in_episode;
-        st.latest_latency = recent.latest();
-        st.median_latency = recent.median();
-        st
+        let window = self.samples.range(gone..);
+        // The window's first probe starts an episode if it failed, whatever
+        // it followed among the samples now gone.
+        let first = window
+            .clone()
+            .find(|s| matches!(s.entry, Entry::Probe { .. }));
+        if first.is_some_and(|s| s.failing() && !s.starts) {
+            counts.episodes += 1;
+        }
+        let recent = Recent::newest_first(window.clone().rev().filter_map(|s| match s.entry {
+            Entry::Probe {
+                liveness: true,
+                outcome: Outcome::Ok(d),
+            } => Some(d),
+            _ => None,
+        }));
+        WindowStats {
+            samples: counts.samples,
+            errors: counts.errors,
+            timeouts: counts.timeouts,
+            episodes: counts.episodes,
+            failing: window.last().is_some_and(Sample::failing),
+            median_latency: recent.median(),
+            latest_latency: recent.latest(),
+        }
     }
 }
 
-/// The last [`LATENCY_SAMPLES`] answered latencies of a scan, each new one
-/// over the oldest. The scan runs on every judgment, so this is an array on
-/// the stack, not a vector allocated and shifted per sample.
+/// The last [`LATENCY_SAMPLES`] answered latencies, newest first, in an
+/// array on the stack: read on every judgment.
 #[derive(Default)]
 struct Recent {
-    ring: [Duration; LATENCY_SAMPLES],
-    pushed: usize,
+    newest_first: [Duration; LATENCY_SAMPLES],
+    held: usize,
 }
 
 impl Recent {
-    fn push(&mut self, d: Duration) {
-        self.ring[self.pushed % LATENCY_SAMPLES] = d;
-        self.pushed += 1;
+    /// The first [`LATENCY_SAMPLES`] of `latencies`, which come newest first.
+    fn newest_first(latencies: impl Iterator<Item = Duration>) -> Self {
+        let mut r = Recent::default();
+        for d in latencies.take(LATENCY_SAMPLES) {
+            r.newest_first[r.held] = d;
+            r.held += 1;
+        }
+        r
     }
 
     fn latest(&self) -> Option<Duration> {
-        let last = self.pushed.checked_sub(1)?;
-        Some(self.ring[last % LATENCY_SAMPLES])
+        (self.held > 0).then(|| self.newest_first[0])
     }
 
-    /// The median once there are [`LATENCY_MIN_ANSWERS`]; order within the
-    /// ring does not matter to it.
+    /// The median once there are [`LATENCY_MIN_ANSWERS`]; order does not
+    /// matter to it.
     fn median(&self) -> Option<Duration> {
-        let held = self.pushed.min(LATENCY_SAMPLES);
-        if held < LATENCY_MIN_ANSWERS {
+        if self.held < LATENCY_MIN_ANSWERS {
             return None;
         }
-        let mut sorted = self.ring;
-        let sorted = &mut sorted[..held];
+        let mut sorted = self.newest_first;
+        let sorted = &mut sorted[..self.held];
         sorted.sort_unstable();
-        Some(sorted[held / 2])
+        Some(sorted[self.held / 2])
     }
 }
 
 /// Whether `s` fell out of the span: `now - at > span`, spelled
-/// `at < now - span` because the window is scanned on every judgment and
-/// one comparison per sample is cheaper there than one duration.
+/// `at < now - span` so the cutoff is worked out once per prune or
+/// judgment, not once per sample.
 fn too_old(s: &Sample, cutoff: Option<Instant>) -> bool {
     cutoff.is_some_and(|c| s.at < c)
 }
