@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 who="${1:?mcpmon or floor}"
 tmp=$(mktemp -d)
-trap 'kill ${vg:-} ${sim:-} 2>/dev/null || true; [ -n "${KEEP:-}" ] && cp "$tmp/cg.out.1" "$KEEP"; rm -rf "$tmp"' EXIT
+trap 'kill ${vg:-} ${sim:-} 2>/dev/null || true; [ -z "${KEEP:-}" ] || cp "$tmp/cg.out.1" "$KEEP" || true; rm -rf "$tmp"' EXIT
 . bench/sim.sh
 sim_start
 sim_ping_fleet 50 > "$tmp/fleet.yaml"
