@@ -20,9 +20,9 @@ use super::snapshot::{
     TimelineEntry,
 };
 use super::verdict::{
-    Evidence, Hysteresis, Judgement, Link, Outcome, Reason, Reported, State, Thresholds,
-    Transition, Window, judge,
+    Evidence, Hysteresis, Judgement, Link, Reason, Reported, State, Thresholds, Transition, judge,
 };
+use super::window::{Outcome, Window};
 use crate::config::ServerSpec;
 #[cfg(test)]
 use crate::config::Settings;

@@ -4,7 +4,8 @@
 //! counters, and publishes one numbered [`Snapshot`] that `/metrics`,
 //! `/health/*` and the status page all render from.
 //!
-//! - [`verdict`]: the pure judgment (window, thresholds, hysteresis).
+//! - [`verdict`]: the pure judgment (thresholds, hysteresis).
+//! - [`window`]: the rolling window of probe outcomes it is judged from.
 //! - [`conditions`]: the latest outcome of each condition users wrote.
 //! - [`evidence`]: per-server evidence turned into verdict input, status and timeline.
 //! - [`series`]: per-server counters and histograms, as data.
@@ -29,6 +30,7 @@ pub mod tasks;
 #[cfg(test)]
 pub mod testing;
 pub mod verdict;
+pub mod window;
 
 use std::sync::Arc;
 use std::time::Duration;

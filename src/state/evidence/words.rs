@@ -8,7 +8,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Link, Tracker};
-use crate::state::verdict::{LATENCY_SAMPLES, Reason};
+use crate::state::verdict::Reason;
+use crate::state::window::LATENCY_SAMPLES;
 
 impl Tracker {
     /// What the evidence says is wrong right now, before hysteresis, in

@@ -112,7 +112,7 @@ pub fn seen(data: &[u8], id: &str, progress: Option<u64>) -> Seen {
 }
 
 fn message(m: Message, id: &str, progress: Option<u64>) -> Seen {
-    if m.id.as_ref().is_some_and(|m| m == id) {
+    if m.id.as_ref().is_some_and(|got| got == id) {
         if let Some(result) = m.result {
             return Seen::Answer(Ok(result));
         }
