@@ -166,58 +166,81 @@ ERA_VERSIONS = {"legacy": "2025-11-25", "modern": "2026-07-28"}
 ERA = "legacy"
 
 
-def run_mcpmon(mode, target, n, interval, duration, defaults=False, pings_only=False):
-    """`defaults`: every tunable at its default (the idle scenario), else
-    the ping workload: `interval`, no health checks, one protocol (ERA).
-    `pings_only` with `defaults`: the defaults but for health checks, the
-    same work the floor client does."""
-    tmp = tempfile.TemporaryDirectory()
-    cfg = pathlib.Path(tmp.name) / "fleet.yaml"
-    if defaults:
-        lines = ["global:", "  health_check_interval: 1h"] if pings_only else []
-    else:
-        lines = [
-        "global:",
-        f"  ping_interval: {interval}s",
-        f"  ping_timeout: {min(5, interval)}s",
-        "  health_check_interval: 1h",
-        "  stuck_after: 10m",
-        "  connect_timeout: 60s",
-        f"  protocol: {ERA_VERSIONS[ERA]}",
-    ]
-    lines.append("servers:")
-    for i in range(n):
-        if mode == "http":
-            # A target ending in /mcp is one server every session shares.
-            url = target if target.endswith("/mcp") else f"{target}/mcp/{i}"
-            lines += [f"  - id: s{i}", "    transport: http", f"    url: {url}"]
+class Mcpmon:
+    """A running mcpmon on a generated fleet file: `defaults`, every
+    tunable at its default (the idle scenario), else the ping workload:
+    `interval`, no health checks, one protocol (ERA). `pings_only` with
+    `defaults`: the defaults but for health checks, the same work the floor
+    client does. `binary`: the build to run (MCPMON unless told)."""
+
+    def __init__(self, mode, target, n, interval, defaults=False, pings_only=False, binary=None):
+        self.tmp = tempfile.TemporaryDirectory()
+        cfg = pathlib.Path(self.tmp.name) / "fleet.yaml"
+        if defaults:
+            lines = ["global:", "  health_check_interval: 1h"] if pings_only else []
         else:
-            lines += [f"  - id: s{i}", "    transport: stdio", f"    command: {target}", '    args: ["--stdio"]']
-    cfg.write_text("\n".join(lines) + "\n")
-    addr = f"127.0.0.1:{free_port()}"
-    p = subprocess.Popen([str(MCPMON), "--config.file", str(cfg), "--web.listen-address", addr, "--log.level", "error",
-                          *MCPMON_ARGS],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        started = time.time()
+            lines = [
+            "global:",
+            f"  ping_interval: {interval}s",
+            f"  ping_timeout: {min(5, interval)}s",
+            "  health_check_interval: 1h",
+            "  stuck_after: 10m",
+            "  connect_timeout: 60s",
+            f"  protocol: {ERA_VERSIONS[ERA]}",
+        ]
+        lines.append("servers:")
+        for i in range(n):
+            if mode == "http":
+                # A target ending in /mcp is one server every session shares.
+                url = target if target.endswith("/mcp") else f"{target}/mcp/{i}"
+                lines += [f"  - id: s{i}", "    transport: http", f"    url: {url}"]
+            else:
+                lines += [f"  - id: s{i}", "    transport: stdio", f"    command: {target}", '    args: ["--stdio"]']
+        cfg.write_text("\n".join(lines) + "\n")
+        self.addr = f"127.0.0.1:{free_port()}"
+        self.p = subprocess.Popen([str(binary or MCPMON), "--config.file", str(cfg), "--web.listen-address", self.addr,
+                                   "--log.level", "error", *MCPMON_ARGS],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.pid = self.p.pid
+        self.started = time.time()
+
+    def ready(self, limit=120):
+        """Seconds from start until /-/ready answered 200."""
         while True:
             try:
-                if get(addr, "/-/ready", 5)[0] == 200:
-                    break
+                if get(self.addr, "/-/ready", 5)[0] == 200:
+                    return time.time() - self.started
             except OSError:
                 pass
-            if time.time() - started > 120:
-                raise RuntimeError("mcpmon not ready in 120 s")
+            if time.time() - self.started > limit:
+                raise RuntimeError(f"mcpmon not ready in {limit} s")
             time.sleep(0.1)
-        judged_s = time.time() - started
+
+    def pings(self):
+        """Pings sent so far, summed over the fleet from /metrics."""
+        text = get(self.addr, "/metrics")[1]
+        return sum(float(v) for v in re.findall(r'^mcpmon_probes_total\{probe="ping",server="[^"]+"\} (\S+)$', text, re.M))
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            self.p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+        self.tmp.cleanup()
+
+
+def run_mcpmon(mode, target, n, interval, duration, defaults=False, pings_only=False):
+    """One mcpmon run of `duration` seconds measured after a full round
+    (see `Mcpmon` for the workload)."""
+    m = Mcpmon(mode, target, n, interval, defaults, pings_only)
+    p, addr, pings = m.p, m.addr, m.pings
+    try:
+        judged_s = m.ready()
         time.sleep(interval)  # one full round before measuring
         # Start-up's peak against the held sessions' resident set, read
         # before any scrape can raise either.
         started_peak_kib, steady_kib = status_kib(p.pid, "VmHWM"), status_kib(p.pid, "VmRSS")
-
-        def pings():
-            text = get(addr, "/metrics")[1]
-            return sum(float(v) for v in re.findall(r'^mcpmon_probes_total\{probe="ping",server="[^"]+"\} (\S+)$', text, re.M))
 
         # Scrapes stay outside the CPU window: a render runs on a blocking-pool
         # thread that may exit (and take its CPU count along) before the window
@@ -249,12 +272,7 @@ def run_mcpmon(mode, target, n, interval, duration, defaults=False, pings_only=F
             "wakeups_per_s": (w1 - w0) / duration,
         }
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-        tmp.cleanup()
+        m.stop()
 
 
 def one(client, mode, n, interval, duration):
@@ -307,6 +325,9 @@ def main():
     ap.add_argument("--ab", metavar="PATH",
                     help="instead: this mcpmon build (B) against the built one or --mcpmon (A), with the raw floor, "
                          "rep by rep in one run (N=--http's first, --reps, --duration); CPU per ping and B/A")
+    ap.add_argument("--ab-paired", metavar="PATH",
+                    help="instead: this mcpmon build (B) and the built one or --mcpmon (A) running at once, each on "
+                         "N=--http's first sessions, measured over the same window (--reps, --duration); B/A per rep")
     ap.add_argument("--ab-memory", metavar="PATH",
                     help="instead: the guard's memory per held session for this mcpmon build (B) against the built "
                          "one or --mcpmon (A), rep by rep in one run (--reps)")
@@ -329,6 +350,8 @@ def main():
         return check(args.stand_in or "mcpmon")
     if args.ab_memory:
         return ab_memory(args.ab_memory, args.reps)
+    if args.ab_paired:
+        return ab_paired(args.ab_paired, args.reps, int(args.http.split(",")[0]), args.duration)
     if args.ab:
         return ab(args.ab, args.reps, int(args.http.split(",")[0]), args.duration)
     if args.idle:
@@ -667,6 +690,49 @@ def ab(other, reps, n, duration):
     print(f"A {builds['A']}: {cpu['A']:.1f} µs/ping, {cpu['A'] / cpu['floor']:.2f}× the raw floor")
     print(f"B {builds['B']}: {cpu['B']:.1f} µs/ping, {cpu['B'] / cpu['floor']:.2f}× the raw floor")
     print(f"raw floor: {cpu['floor']:.1f} µs/ping; B/A = {cpu['B'] / cpu['A']:.3f}")
+
+
+def ab_paired(other, reps, n, duration):
+    """Two builds of mcpmon at once: A (the built one, or --mcpmon) and B
+    (`other`), each holding N sessions to one simulator and measured over
+    the same window. Whatever the machine does to one during the window
+    (a neighbour's burst, a slower clock) it does to the other, so the
+    ratio of one rep is steadier than a ratio of runs taken apart. Prints
+    each rep's B/A and their median; the start order turns every rep."""
+    builds = {"A": MCPMON, "B": pathlib.Path(other)}
+    ratios, per = [], {b: [] for b in builds}
+    for rep in range(reps):
+        order = list(builds) if rep % 2 == 0 else list(builds)[::-1]
+        sim, base = start_sim()
+        running = {}
+        try:
+            for b in order:
+                running[b] = Mcpmon("http", base, n, 1.0, binary=builds[b])
+            for m in running.values():
+                m.ready()
+            time.sleep(2.0)  # a full round of both before measuring
+            p0 = {b: m.pings() for b, m in running.items()}
+            c0 = {b: cpu_seconds(m.pid) for b, m in running.items()}
+            time.sleep(duration)
+            c1 = {b: cpu_seconds(m.pid) for b, m in running.items()}
+            p1 = {b: m.pings() for b, m in running.items()}
+        finally:
+            for m in running.values():
+                m.stop()
+            sim.kill()
+            sim.wait()
+        us = {b: 1e6 * (c1[b] - c0[b]) / max(p1[b] - p0[b], 1) for b in builds}
+        for b in builds:
+            per[b].append(us[b])
+        ratios.append(us["B"] / us["A"])
+        print(f"# ab-paired rep {rep + 1}: A {us['A']:.1f} µs/ping over {p1['A'] - p0['A']:.0f} pings, "
+              f"B {us['B']:.1f} µs/ping over {p1['B'] - p0['B']:.0f} pings, B/A {ratios[-1]:.3f}",
+              file=sys.stderr, flush=True)
+    print(f"a/b paired: http N={n} each, one ping a second each, both measured over the same window, {reps} reps")
+    for b in builds:
+        print(f"{b} {builds[b]}: {statistics.median(per[b]):.1f} µs/ping (median)")
+    print(f"B/A per rep: {', '.join(f'{r:.3f}' for r in ratios)}")
+    print(f"B/A = {statistics.median(ratios):.3f} (median), from {min(ratios):.3f} to {max(ratios):.3f}")
 
 
 def med(rows, key):
