@@ -325,9 +325,11 @@ def main():
     ap.add_argument("--ab", metavar="PATH",
                     help="instead: this mcpmon build (B) against the built one or --mcpmon (A), with the raw floor, "
                          "rep by rep in one run (N=--http's first, --reps, --duration); CPU per ping and B/A")
-    ap.add_argument("--ab-paired", metavar="PATH",
-                    help="instead: this mcpmon build (B) and the built one or --mcpmon (A) running at once, each on "
-                         "N=--http's first sessions, measured over the same window (--reps, --duration); B/A per rep")
+    ap.add_argument("--paired", metavar="CLIENTS",
+                    help="instead: these clients running at once, each on N=--http's first sessions to one "
+                         "simulator, measured over the same window (--reps, --duration): mcpmon (the built one or "
+                         "--mcpmon), paths to other mcpmon builds, and floor clients (floor, floor-hyper, ...), "
+                         "comma-separated; CPU per ping and the first one's over each other's, rep by rep")
     ap.add_argument("--ab-memory", metavar="PATH",
                     help="instead: the guard's memory per held session for this mcpmon build (B) against the built "
                          "one or --mcpmon (A), rep by rep in one run (--reps)")
@@ -350,8 +352,11 @@ def main():
         return check(args.stand_in or "mcpmon")
     if args.ab_memory:
         return ab_memory(args.ab_memory, args.reps)
-    if args.ab_paired:
-        return ab_paired(args.ab_paired, args.reps, int(args.http.split(",")[0]), args.duration)
+    if args.paired:
+        subjects = [str(MCPMON) if c == "mcpmon" else c for c in args.paired.split(",")]
+        if len(subjects) < 2 or len(set(subjects)) < len(subjects):
+            sys.exit("--paired: two clients or more, each named once")
+        return paired(subjects, args.reps, int(args.http.split(",")[0]), args.duration)
     if args.ab:
         return ab(args.ab, args.reps, int(args.http.split(",")[0]), args.duration)
     if args.idle:
@@ -692,47 +697,90 @@ def ab(other, reps, n, duration):
     print(f"raw floor: {cpu['floor']:.1f} µs/ping; B/A = {cpu['B'] / cpu['A']:.3f}")
 
 
-def ab_paired(other, reps, n, duration):
-    """Two builds of mcpmon at once: A (the built one, or --mcpmon) and B
-    (`other`), each holding N sessions to one simulator and measured over
-    the same window. Whatever the machine does to one during the window
-    (a neighbour's burst, a slower clock) it does to the other, so the
-    ratio of one rep is steadier than a ratio of runs taken apart. Prints
-    each rep's B/A and their median; the start order turns every rep."""
-    builds = {"A": MCPMON, "B": pathlib.Path(other)}
-    ratios, per = [], {b: [] for b in builds}
+class Floor:
+    """A floor client (FLOORS) pinging N sessions for `duration` seconds,
+    measured from outside like mcpmon: its pings in a window are its rate
+    (pings over `duration`, from its result) times the window."""
+
+    def __init__(self, name, target, n, interval, duration):
+        self.duration = duration
+        self.p = subprocess.Popen([str(FLOOR), "http", target, str(n), str(interval), str(duration), FLOORS[name]],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.pid = self.p.pid
+
+    def ready(self, limit=120):
+        """Wait for its sessions to open: it says so before its clock starts."""
+        started = time.time()
+        line = self.p.stdout.readline()
+        if line.strip() != "pinging":
+            raise RuntimeError(f"floor client: {line!r}")
+        return time.time() - started
+
+    def rate(self):
+        """Pings a second over its run, read from its result when it ends."""
+        out, _ = self.p.communicate(timeout=self.duration + 60)
+        r = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
+        if r["failures"]:
+            raise RuntimeError(f"floor client: {r['failures']} pings failed")
+        return r["pings"] / self.duration
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+
+
+def paired(subjects, reps, n, duration):
+    """Several clients at once, each holding N sessions to one simulator
+    and measured over the same window: mcpmon builds (paths) and floor
+    clients (FLOORS names). Whatever the machine does during the window (a
+    neighbour's burst, a slower clock) it does to all of them, so a ratio
+    within one rep is steadier than a ratio of runs taken apart. Prints
+    the first subject's CPU per ping over each other's, rep by rep, and
+    their medians (so `B,A` gives B/A); the start order turns every rep."""
+    settle = 3.0  # a full round of every client before the window
+    ratios = {s: [] for s in subjects[1:]}
+    per = {s: [] for s in subjects}
     for rep in range(reps):
-        order = list(builds) if rep % 2 == 0 else list(builds)[::-1]
+        order = subjects[rep % len(subjects):] + subjects[:rep % len(subjects)]
         sim, base = start_sim()
         running = {}
         try:
-            for b in order:
-                running[b] = Mcpmon("http", base, n, 1.0, binary=builds[b])
-            for m in running.values():
-                m.ready()
-            time.sleep(2.0)  # a full round of both before measuring
-            p0 = {b: m.pings() for b, m in running.items()}
-            c0 = {b: cpu_seconds(m.pid) for b, m in running.items()}
+            for s in order:
+                if s in FLOORS:
+                    running[s] = Floor(s, base, n, 1.0, settle + duration + settle)
+                else:
+                    running[s] = Mcpmon("http", base, n, 1.0, binary=pathlib.Path(s))
+            for c in running.values():
+                c.ready()
+            time.sleep(settle)
+            p0 = {s: c.pings() for s, c in running.items() if s not in FLOORS}
+            c0 = {s: cpu_seconds(c.pid) for s, c in running.items()}
             time.sleep(duration)
-            c1 = {b: cpu_seconds(m.pid) for b, m in running.items()}
-            p1 = {b: m.pings() for b, m in running.items()}
+            c1 = {s: cpu_seconds(c.pid) for s, c in running.items()}
+            pings = {s: c.pings() - p0[s] for s, c in running.items() if s not in FLOORS}
+            for s, c in running.items():
+                if s in FLOORS:
+                    pings[s] = c.rate() * duration
         finally:
-            for m in running.values():
-                m.stop()
+            for c in running.values():
+                c.stop()
             sim.kill()
             sim.wait()
-        us = {b: 1e6 * (c1[b] - c0[b]) / max(p1[b] - p0[b], 1) for b in builds}
-        for b in builds:
-            per[b].append(us[b])
-        ratios.append(us["B"] / us["A"])
-        print(f"# ab-paired rep {rep + 1}: A {us['A']:.1f} µs/ping over {p1['A'] - p0['A']:.0f} pings, "
-              f"B {us['B']:.1f} µs/ping over {p1['B'] - p0['B']:.0f} pings, B/A {ratios[-1]:.3f}",
-              file=sys.stderr, flush=True)
-    print(f"a/b paired: http N={n} each, one ping a second each, both measured over the same window, {reps} reps")
-    for b in builds:
-        print(f"{b} {builds[b]}: {statistics.median(per[b]):.1f} µs/ping (median)")
-    print(f"B/A per rep: {', '.join(f'{r:.3f}' for r in ratios)}")
-    print(f"B/A = {statistics.median(ratios):.3f} (median), from {min(ratios):.3f} to {max(ratios):.3f}")
+        us = {s: 1e6 * (c1[s] - c0[s]) / max(pings[s], 1) for s in subjects}
+        for s in subjects:
+            per[s].append(us[s])
+        for s in subjects[1:]:
+            ratios[s].append(us[subjects[0]] / us[s])
+        print(f"# paired rep {rep + 1}: " + ", ".join(f"{s} {us[s]:.1f} µs/ping over {pings[s]:.0f} pings"
+                                                      for s in subjects), file=sys.stderr, flush=True)
+    print(f"paired: http N={n} each, one ping a second each, all measured over the same window, {reps} reps")
+    for s in subjects:
+        print(f"{s}: {statistics.median(per[s]):.1f} µs/ping (median)")
+    first = subjects[0]
+    for s, rs in ratios.items():
+        print(f"{first} ÷ {s} per rep: {', '.join(f'{r:.3f}' for r in rs)}; "
+              f"median {statistics.median(rs):.3f}, from {min(rs):.3f} to {max(rs):.3f}")
 
 
 def med(rows, key):

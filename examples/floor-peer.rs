@@ -222,6 +222,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             pinger.ping().await.map_err(|e| e.to_string())?;
             pingers.push(pinger);
         }
+        // Told before the clock starts, so a runner measuring this process
+        // from outside knows its sessions are open (not a result: results
+        // are the JSON line at the end).
+        println!("pinging");
+        std::io::Write::flush(&mut std::io::stdout())?;
         let cpu0 = cpu_seconds();
         let start = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
