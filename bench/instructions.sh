@@ -6,6 +6,10 @@
 #   bench/instructions.sh mcpmon [BINARY]     (default target/release/mcpmon)
 #   bench/instructions.sh floor MODE          (raw, hyper, hyper-pool, ...)
 # KEEP=FILE keeps the callgrind output there, for callgrind_annotate.
+# CACHE=1 also simulates the caches (callgrind --cache-sim=yes, with the
+# last level set to one core's 2 MiB L2, where a fleet's sessions no longer
+# fit) and prints data reads, writes and misses per ping: a first-level
+# data miss is a cache line the ping touched that was not already near.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 who="${1:?mcpmon or floor}"
@@ -19,7 +23,9 @@ if [ "$who" = mcpmon ]; then
 else
   cmd=(./target/release/examples/floor-peer http "$base" 50 1 200 "${2:?floor mode}")
 fi
-valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "${cmd[@]}" > /dev/null 2>&1 &
+sim_args=()
+[ -z "${CACHE:-}" ] || sim_args=(--cache-sim=yes --LL=2097152,16,64)
+valgrind --tool=callgrind "${sim_args[@]}" --callgrind-out-file="$tmp/cg.out" "${cmd[@]}" > /dev/null 2>&1 &
 vg=$!
 sleep 25
 callgrind_control -z "$vg" > /dev/null 2>&1
@@ -29,7 +35,7 @@ callgrind_control -d "$vg" > /dev/null 2>&1
 for _ in $(seq 50); do [ -s "$tmp/cg.out.1" ] && break; sleep 0.2; done
 python3 - "$tmp/cg.out.1" "$who ${2:-}" <<'PY'
 import re, sys
-names, pending, pings, total = {}, None, 0, 0
+names, pending, pings, events, total = {}, None, 0, [], []
 for line in open(sys.argv[1]):
     m = re.match(r'^(c?fn)=\((\d+)\)(?: (.*))?$', line.rstrip('\n'))
     if m:
@@ -42,7 +48,14 @@ for line in open(sys.argv[1]):
         if 'Http1Transaction>::encode' in names.get(pending, ''):
             pings += int(line.split('=')[1].split()[0])
         pending = None
+    elif line.startswith('events:'):
+        events = line.split()[1:]
     elif line.startswith(('summary:', 'totals:')):
-        total = int(line.split()[1])
-print(f"{sys.argv[2].strip()}: {total} instructions over {pings} pings = {total / max(pings, 1):.0f} per ping")
+        total = [int(v) for v in line.split()[1:]]
+per = {e: v / max(pings, 1) for e, v in zip(events, total)}
+print(f"{sys.argv[2].strip()}: {total[0]} instructions over {pings} pings = {per['Ir']:.0f} per ping")
+if 'D1mr' in per:
+    print(f"  per ping: {per['Dr']:.0f} data reads, {per['Dw']:.0f} writes; "
+          f"first-level data misses {per['D1mr']:.0f} read + {per['D1mw']:.0f} write; "
+          f"last-level (2 MiB) data misses {per['DLmr']:.0f} read + {per['DLmw']:.0f} write")
 PY
