@@ -5,7 +5,8 @@
 # mcpmon and the floor client make once per ping.
 #   bench/instructions.sh mcpmon [BINARY]     (default target/release/mcpmon)
 #   bench/instructions.sh floor MODE          (raw, hyper, hyper-pool, ...)
-# KEEP=FILE keeps the callgrind output there, for callgrind_annotate.
+# KEEP=FILE keeps the callgrind output there, for bench/costs.py (costs
+# per ping by function) or callgrind_annotate.
 # CACHE=1 also simulates the caches (callgrind --cache-sim=yes, with the
 # last level set to one core's 2 MiB L2, where a fleet's sessions no longer
 # fit) and prints data reads, writes and misses per ping: a first-level
@@ -33,29 +34,5 @@ sleep 40
 callgrind_control -d "$vg" > /dev/null 2>&1
 # The dump is written when the command returns; wait for the file, bounded.
 for _ in $(seq 50); do [ -s "$tmp/cg.out.1" ] && break; sleep 0.2; done
-python3 - "$tmp/cg.out.1" "$who ${2:-}" <<'PY'
-import re, sys
-names, pending, pings, events, total = {}, None, 0, [], []
-for line in open(sys.argv[1]):
-    m = re.match(r'^(c?fn)=\((\d+)\)(?: (.*))?$', line.rstrip('\n'))
-    if m:
-        kind, idx, name = m.groups()
-        if name:
-            names[idx] = name
-        pending = idx if kind == 'cfn' else None
-        continue
-    if line.startswith('calls=') and pending:
-        if 'Http1Transaction>::encode' in names.get(pending, ''):
-            pings += int(line.split('=')[1].split()[0])
-        pending = None
-    elif line.startswith('events:'):
-        events = line.split()[1:]
-    elif line.startswith(('summary:', 'totals:')):
-        total = [int(v) for v in line.split()[1:]]
-per = {e: v / max(pings, 1) for e, v in zip(events, total)}
-print(f"{sys.argv[2].strip()}: {total[0]} instructions over {pings} pings = {per['Ir']:.0f} per ping")
-if 'D1mr' in per:
-    print(f"  per ping: {per['Dr']:.0f} data reads, {per['Dw']:.0f} writes; "
-          f"first-level data misses {per['D1mr']:.0f} read + {per['D1mw']:.0f} write; "
-          f"last-level (2 MiB) data misses {per['DLmr']:.0f} read + {per['DLmw']:.0f} write")
-PY
+label="$who ${2:-}"
+python3 bench/costs.py "$tmp/cg.out.1" --label "${label% }"
