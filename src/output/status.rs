@@ -486,11 +486,11 @@ mod tests {
         let tracker = crate::state::evidence::Tracker::new(&spec, tokio::time::Instant::now());
         let mut status = tracker.status().clone();
         status.detail = payload.to_owned();
-        status.server_info = Some(crate::transport::ServerInfo {
+        status.server_info = Some(Arc::new(crate::transport::ServerInfo {
             name: payload.to_owned(),
             version: payload.to_owned(),
             protocol_version: payload.to_owned(),
-        });
+        }));
         let record = crate::state::snapshot::ServerRecord {
             status: Arc::new(status),
             series: Default::default(),

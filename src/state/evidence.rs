@@ -145,7 +145,7 @@ impl Tracker {
             self.push_event(EventKind::ToolsChanged, self.status.reason, detail);
         }
         self.status.tools = Some(surface.tools.len());
-        self.status.tools_hash = Some(surface.hash.clone());
+        self.status.tools_hash = Some(surface.hash.as_str().into());
         self.status.tools_invalid = surface
             .tools
             .iter()
@@ -181,7 +181,7 @@ impl Tracker {
         self.health_check_failed = false;
         self.throttled = false;
         self.status.era = Some(era);
-        self.status.server_info = Some(info.clone());
+        self.status.server_info = Some(Arc::new(info.clone()));
         self.status.session_started = Some(SystemTime::now());
         self.status.session_open = true;
         self.status.session_ended = None;

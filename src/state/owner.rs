@@ -147,39 +147,23 @@ impl Owner {
             return;
         };
         let before = key(&record.status);
-        // The published snapshot usually shares the record: only the series
-        // is copied to count the observation, and the status is copied
-        // only when there is a new verdict, from it (else it stays shared).
-        let mut series = match Arc::get_mut(record) {
-            Some(r) => std::mem::take(&mut r.series),
-            None => record.series.clone(),
-        };
-        let applied = entry.apply(&mut series, obs, now);
+        // The published snapshot usually shares the record: copying it
+        // copies the series, whose counters stay shared until written, and
+        // the status is copied only when there is a new verdict, from it.
+        let record = Arc::make_mut(record);
+        let applied = entry.apply(&mut record.series, obs, now);
         if let Some(tr) = applied.transition {
-            series.state_changes += 1;
+            record.series.state_changes += 1;
             log_transition(id, tr, &entry.tracker.status().detail);
         }
         entry.rebuild_if_stuck(now);
         // Observations that only count leave the verdict as it was.
-        let judged = applied.judged.then(|| {
+        if applied.judged {
             let mut status = entry.tracker.status().clone();
             status.maintenance = record.status.maintenance.clone();
             status.operator = record.status.operator.clone();
-            Arc::new(status)
-        });
-        match Arc::get_mut(record) {
-            Some(r) => {
-                r.series = series;
-                if let Some(status) = judged {
-                    r.status = status;
-                }
-            }
-            None => {
-                let status = judged.unwrap_or_else(|| record.status.clone());
-                *record = Arc::new(ServerRecord { status, series });
-            }
+            record.status = Arc::new(status);
         }
-        let record = Arc::make_mut(record);
         // Windows open and close with the clock: looked at on every event,
         // and a server hears of one at least every probe interval.
         let open = maintenance(&self.windows, &record.status);

@@ -92,12 +92,11 @@ fn counters_start_at_zero_and_count_once() {
     add(&mut o, &spec("a"), now);
     let s = o.publish();
     let series = &s.servers["a"].series;
-    assert!(series.probes.0.iter().all(|(_, n)| *n == 0));
-    assert!(series.probes.0.iter().any(|(k, _)| *k == ProbeKind::Ping));
+    assert!(series.probes.iter().all(|(_, n)| *n == 0));
+    assert!(series.probes.iter().any(|(k, _)| *k == ProbeKind::Ping));
     assert!(
         series
             .reconnects
-            .0
             .iter()
             .any(|(r, n)| *r == Reason::Exited && *n == 0)
     );
@@ -130,7 +129,7 @@ fn counters_start_at_zero_and_count_once() {
     );
     let s = o.publish();
     let series = &s.servers["a"].series;
-    let failures: u64 = series.probe_failures.0.iter().map(|(_, n)| n).sum();
+    let failures: u64 = series.probe_failures.iter().map(|(_, n)| n).sum();
     assert_eq!(failures, 1, "a late probe's timeout is counted once");
     assert_eq!(series.ping_duration.as_ref().map(|h| h.count), Some(1));
 }
@@ -297,7 +296,7 @@ impl Counted {
         let snap = self.snaps.borrow();
         let series = &snap.servers.get("a").expect("published").series;
         let ping = |c: &crate::state::series::Counters<ProbeKind>| {
-            (c.0.iter())
+            (c.iter())
                 .find(|(k, _)| *k == ProbeKind::Ping)
                 .map_or(0, |(_, n)| *n)
         };

@@ -7,6 +7,7 @@
 use super::Loss;
 use crate::probe::{Answer, Deadline, FailureReason, ProbeKind};
 use crate::state::verdict::{Reason, State};
+use std::sync::Arc;
 use tokio::time::Instant;
 
 /// Upper bounds of a histogram's buckets, with their `le` label values
@@ -76,29 +77,54 @@ impl Histogram {
 }
 
 /// Counters keyed by bounded label values, in first-seen order.
+///
+/// Shared until written: the published snapshot holds a copy of every
+/// server's series, so the first observation after a publish copies the
+/// series, and only the counters it moves pay for their own copy.
 #[derive(Clone, Debug)]
-pub struct Counters<K>(pub Vec<(K, u64)>);
+pub struct Counters<K>(Arc<[(K, u64)]>);
 
-impl<K: PartialEq> Counters<K> {
+impl<K: PartialEq + Clone> Counters<K> {
     /// Add one.
     pub fn inc(&mut self, key: K) {
-        match self.0.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, n)) => *n += 1,
-            None => self.0.push((key, 1)),
+        match self.0.iter().position(|(k, _)| *k == key) {
+            Some(i) => Arc::make_mut(&mut self.0)[i].1 += 1,
+            None => self.add(key, 1),
         }
     }
 
     /// Make the series exist at 0.
     pub fn declare(&mut self, key: K) {
         if !self.0.iter().any(|(k, _)| *k == key) {
-            self.0.push((key, 0));
+            self.add(key, 0);
         }
+    }
+
+    /// A key not seen before: rare (label values are bounded), so the
+    /// counters are copied whole.
+    fn add(&mut self, key: K, n: u64) {
+        self.0 = self.0.iter().cloned().chain([(key, n)]).collect();
+    }
+}
+
+impl<K> Counters<K> {
+    /// Each key and its count, in first-seen order.
+    pub fn iter(&self) -> std::slice::Iter<'_, (K, u64)> {
+        self.0.iter()
+    }
+}
+
+impl<'a, K> IntoIterator for &'a Counters<K> {
+    type Item = &'a (K, u64);
+    type IntoIter = std::slice::Iter<'a, (K, u64)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
     }
 }
 
 impl<K> Default for Counters<K> {
     fn default() -> Self {
-        Counters(Vec::new())
+        Counters(Arc::new([]))
     }
 }
 

@@ -78,8 +78,9 @@ pub struct HealthCheckStatus {
 /// Everything published about one server.
 #[derive(Clone, Debug, Serialize)]
 pub struct ServerStatus {
-    /// Server id.
-    pub id: String,
+    /// Server id. Shared, as are the other strings a ping does not change:
+    /// every judged observation after a publish copies the status.
+    pub id: Arc<str>,
     /// `stdio` or `http`.
     pub transport: &'static str,
     /// The operator's labels from the config.
@@ -104,7 +105,7 @@ pub struct ServerStatus {
     /// Era of the current session.
     pub era: Option<Era>,
     /// Server identity of the current session.
-    pub server_info: Option<ServerInfo>,
+    pub server_info: Option<Arc<ServerInfo>>,
     /// When the current session opened (or the last one, while none is).
     #[serde(serialize_with = "ser_opt_time")]
     pub session_started: Option<SystemTime>,
@@ -125,7 +126,7 @@ pub struct ServerStatus {
     /// Tools in the latest listing.
     pub tools: Option<usize>,
     /// Hash of the latest tool surface (names, schemas, annotations).
-    pub tools_hash: Option<String>,
+    pub tools_hash: Option<Arc<str>>,
     /// Tools in `expected_tools` the latest listing lacks.
     pub tools_missing: Vec<String>,
     /// Listed tools that break the spec's rules, and why: a warning only.
@@ -158,7 +159,7 @@ impl ServerStatus {
     /// The status of a server not yet judged.
     pub fn new(spec: &crate::config::ServerSpec) -> ServerStatus {
         ServerStatus {
-            id: spec.id.clone(),
+            id: spec.id.as_str().into(),
             transport: spec.transport.kind(),
             labels: spec.labels.clone().into(),
             status: State::Unknown,

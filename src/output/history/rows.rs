@@ -141,8 +141,8 @@ impl Sampler {
             let seen = self.seen.entry(id.clone()).or_default();
             let v = &r.series;
             let spent = v.uptime.at(now);
-            let probes: u64 = v.probes.0.iter().map(|(_, n)| n).sum();
-            let failures: u64 = v.probe_failures.0.iter().map(|(_, n)| n).sum();
+            let probes: u64 = v.probes.iter().map(|(_, n)| n).sum();
+            let failures: u64 = v.probe_failures.iter().map(|(_, n)| n).sum();
             let latency: Vec<u64> = v
                 .ping_duration
                 .as_ref()

@@ -148,7 +148,7 @@ fn counters(server: (&str, &str), v: &Series, x: Exposition, w: &mut Writer) {
             w.sample(f, &[("probe", probe.as_str()), server], n);
         }
     }
-    for (condition, n) in &v.condition_failures.0 {
+    for (condition, n) in &v.condition_failures {
         w.sample(
             Family::ConditionFailures,
             &[("condition", condition), server],
@@ -170,7 +170,7 @@ fn counters(server: (&str, &str), v: &Series, x: Exposition, w: &mut Writer) {
             n,
         );
     }
-    for (reason, n) in &v.session_closes.0 {
+    for (reason, n) in &v.session_closes {
         let reason = reason.map_or("shutdown", |r| r.as_str());
         w.sample(Family::SessionCloses, &[("reason", reason), server], n);
     }
@@ -199,7 +199,7 @@ fn durations(server: (&str, &str), v: &Series, x: Exposition, w: &mut Writer) {
         if let (Some(h), Some(keep)) = (&t.duration, kept(x.histograms, Family::ToolCallDuration)) {
             w.histogram(Family::ToolCallDuration, &labels, h, keep);
         }
-        for (reason, n) in &t.cancellations.0 {
+        for (reason, n) in &t.cancellations {
             let labels = [
                 ("reason", reason.as_str()),
                 server,
@@ -230,7 +230,7 @@ pub fn kept(h: Histograms, f: Family) -> Option<Option<&'static [&'static str]>>
 
 /// The counters a render shows: all with `detail`, else those above zero.
 fn shown<K>(c: &Counters<K>, x: Exposition) -> impl Iterator<Item = &(K, u64)> {
-    c.0.iter().filter(move |(_, n)| x.detail || *n > 0)
+    c.iter().filter(move |(_, n)| x.detail || *n > 0)
 }
 
 /// A published time as a `_timestamp_seconds` value.
