@@ -135,6 +135,41 @@ fn counters_start_at_zero_and_count_once() {
 }
 
 #[test]
+fn a_published_snapshot_keeps_its_figures_while_the_owner_counts_on() {
+    // The owner writes records the last snapshot still shares: every
+    // write must copy, never reach into what was published.
+    let now = Instant::now();
+    let mut o = Owner::new(FleetPolicy::default(), 1);
+    add(&mut o, &spec("a"), now);
+    event(&mut o, "a", opened(), now);
+    let before = o.publish();
+    event(&mut o, "a", Observation::Sent(ProbeKind::Ping), now);
+    event(
+        &mut o,
+        "a",
+        Observation::Probe {
+            outcome: answered(ProbeKind::Ping, 3),
+            was_late: false,
+        },
+        now,
+    );
+    let after = o.publish();
+    let pings = |s: &Snapshot| {
+        let series = &s.servers["a"].series;
+        let sent = series.probes.iter().find(|(k, _)| *k == ProbeKind::Ping);
+        (
+            sent.map(|(_, n)| *n),
+            series.ping_duration.as_ref().map(|h| h.count),
+        )
+    };
+    assert_eq!(pings(&before), (Some(0), None));
+    assert_eq!(pings(&after), (Some(1), Some(1)));
+    assert_eq!(before.servers["a"].status.response_time_ms, None);
+    assert!(after.servers["a"].status.response_time_ms.is_some());
+    assert_eq!(before.servers["a"].status.id, after.servers["a"].status.id);
+}
+
+#[test]
 fn each_changed_tool_surface_is_counted_once_and_an_unchanged_one_not() {
     use crate::transport::tools::ToolSurface;
     let now = Instant::now();
