@@ -71,10 +71,6 @@ impl Entry {
                 series.connecting(after);
                 return Applied::COUNTED;
             }
-            Observation::Sent(kind) => {
-                series.sent(kind);
-                return Applied::COUNTED;
-            }
             Observation::Certificate(c) => {
                 series.certificate(&c);
                 return Applied::COUNTED;

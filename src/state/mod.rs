@@ -137,11 +137,11 @@ pub enum Observation {
     },
     /// The session was closed on purpose (shutdown, removal).
     Closed,
-    /// A probe was sent.
-    Sent(ProbeKind),
     /// A probe tick found the previous probe of its kind still in flight.
     Skipped(ProbeKind),
     /// The liveness probe in flight passed its timeout; it stays in flight.
+    /// A probe's start is not told: its run is counted by this or by its
+    /// end, whichever comes first, so a ping costs the owner one message.
     Late(ProbeKind, Duration),
     /// A probe ended; `was_late` if [`Observation::Late`] was sent for it.
     Probe {

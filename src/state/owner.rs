@@ -11,8 +11,8 @@
 //! maintenance windows, readiness and publishing.
 //!
 //! Publishing is coalesced (at most every [`PUBLISH_EVERY`]) and driven by
-//! messages: an idle fleet wakes the owner for nothing, and a probe sent
-//! is published with what comes of it (see `publish_by`).
+//! messages: an idle fleet wakes the owner for nothing, and a probe is one
+//! message, its answer or its lateness (see `publish_by`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,19 +45,16 @@ pub const QUIET_LAG: Duration = Duration::from_secs(1);
 /// never fires, near enough that no clock arithmetic overflows.
 const NOTHING_DUE: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// By when `msg`, taken at `now`, must be published; `None` when it
-/// waits for the next publish, whatever brings it.
+/// By when `msg`, taken at `now`, must be published.
 ///
-/// A probe sent always has news after it: its answer, its lateness, its
-/// deadline passing or the session lost, each published within
-/// [`PUBLISH_EVERY`]. So it arms no timer. Arming one a second out woke
-/// the runtime's parked driver to re-aim, about one probe in four on an
-/// idle fleet, for a count that the answer a moment later publishes anyway.
-fn publish_by(msg: &Msg, now: Instant, last_publish: Instant) -> Option<Instant> {
+/// A probe's start is not a message at all (its run is counted by its
+/// answer or its lateness), so a ping is one message and one wake-up of
+/// the owner. A skipped tick alters no verdict and may wait
+/// [`QUIET_LAG`] for other news to ride with.
+fn publish_by(msg: &Msg, now: Instant, last_publish: Instant) -> Instant {
     match msg {
-        Msg::Server(_, Observation::Sent(_)) => None,
-        Msg::Server(_, Observation::Skipped(_)) => Some(now + QUIET_LAG),
-        _ => Some((last_publish + PUBLISH_EVERY).max(now)),
+        Msg::Server(_, Observation::Skipped(_)) => now + QUIET_LAG,
+        _ => (last_publish + PUBLISH_EVERY).max(now),
     }
 }
 
@@ -284,10 +281,10 @@ pub async fn run(
                 owner.apply(msg, now);
                 // Drain what is queued so a burst costs one publish.
                 while let Ok(msg) = rx.try_recv() {
-                    by = by.into_iter().chain(publish_by(&msg, now, last_publish)).min();
+                    by = by.min(publish_by(&msg, now, last_publish));
                     owner.apply(msg, now);
                 }
-                publish_at = publish_at.into_iter().chain(by).min();
+                publish_at = Some(publish_at.map_or(by, |at| at.min(by)));
             }
             () = &mut timer, if wake.is_some() => {}
         }

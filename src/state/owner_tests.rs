@@ -101,7 +101,6 @@ fn counters_start_at_zero_and_count_once() {
             .any(|(r, n)| *r == Reason::Exited && *n == 0)
     );
     event(&mut o, "a", opened(), now);
-    event(&mut o, "a", Observation::Sent(ProbeKind::Ping), now);
     event(
         &mut o,
         "a",
@@ -131,6 +130,11 @@ fn counters_start_at_zero_and_count_once() {
     let series = &s.servers["a"].series;
     let failures: u64 = series.probe_failures.iter().map(|(_, n)| n).sum();
     assert_eq!(failures, 1, "a late probe's timeout is counted once");
+    let runs: u64 = series.probes.iter().map(|(_, n)| n).sum();
+    assert_eq!(
+        runs, 2,
+        "a late run is counted when it turns late, not again"
+    );
     assert_eq!(series.ping_duration.as_ref().map(|h| h.count), Some(1));
 }
 
@@ -143,7 +147,6 @@ fn a_published_snapshot_keeps_its_figures_while_the_owner_counts_on() {
     add(&mut o, &spec("a"), now);
     event(&mut o, "a", opened(), now);
     let before = o.publish();
-    event(&mut o, "a", Observation::Sent(ProbeKind::Ping), now);
     event(
         &mut o,
         "a",
@@ -326,7 +329,7 @@ impl Counted {
         self.polls.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Pings the published snapshot has counted as sent and skipped.
+    /// Pings the published snapshot has counted as run and skipped.
     fn pings(&self) -> (u64, u64) {
         let snap = self.snaps.borrow();
         let series = &snap.servers.get("a").expect("published").series;
@@ -351,27 +354,23 @@ impl Counted {
     }
 }
 
-/// A probe's `Sent` arms no timer: idle, arming one a second out woke
-/// the runtime's parked driver about one probe in four. It is published
-/// with its result, and nothing is left behind to wake the owner after.
+/// A probe is one message, its result: published within
+/// [`PUBLISH_EVERY`], and nothing is left behind to wake the owner after.
+/// (Its start was a message of its own once, and arming a timer for it
+/// woke an idle runtime's parked driver about one probe in four.)
 #[tokio::test(start_paused = true)]
-async fn a_probe_sent_waits_for_its_result_and_leaves_no_wake_up_behind() {
+async fn a_probe_is_published_with_its_result_and_leaves_no_wake_up_behind() {
     let mut owner = Counted::start().await;
-    owner
-        .tell(Msg::Server("a".into(), Observation::Sent(ProbeKind::Ping)))
-        .await;
-    // Let the owner take the sent (the paused clock moves only when every
-    // task is idle), so the count below starts after it.
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    assert!(owner.sleeps_through(QUIET_LAG * 5).await, "woke for a sent");
-    assert!(!owner.snaps.has_changed().expect("owner runs"));
     let probe = Observation::Probe {
         outcome: answered(ProbeKind::Ping, 3),
         was_late: false,
     };
     owner.tell(Msg::Server("a".into(), probe)).await;
-    owner.snaps.changed().await.expect("published");
-    assert_eq!(owner.pings(), (1, 0), "the sent rides with its result");
+    tokio::time::timeout(PUBLISH_EVERY, owner.snaps.changed())
+        .await
+        .expect("published within the publish period")
+        .expect("owner runs");
+    assert_eq!(owner.pings(), (1, 0), "the run is counted with its result");
     assert!(
         owner.sleeps_through(Duration::from_secs(5)).await,
         "the owner woke with nothing to do"

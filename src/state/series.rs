@@ -227,7 +227,9 @@ pub struct Series {
     pub state_changes: u64,
     /// Where its time went: the availability SLI and the history's rows.
     pub uptime: Uptime,
-    /// Probes sent, by kind.
+    /// Probe runs, by kind, each counted once: when it turns late or
+    /// ends, whichever comes first (a run cut off by its session's end has
+    /// no outcome and is not counted). The failure ratios' denominator.
     pub probes: Counters<ProbeKind>,
     /// Probe ticks skipped, by kind (throttled probes included).
     pub probes_skipped: Counters<ProbeKind>,
@@ -320,18 +322,15 @@ impl Series {
         self.session_closes.inc(loss.map(Reason::from));
     }
 
-    /// A probe was sent.
-    pub fn sent(&mut self, kind: ProbeKind) {
-        self.probes.inc(kind);
-    }
-
     /// A probe's tick was skipped.
     pub fn skipped(&mut self, kind: ProbeKind) {
         self.probes_skipped.inc(kind);
     }
 
-    /// A probe went past its timeout (its answer may still come).
+    /// A probe went past its timeout (its answer may still come): the
+    /// run is counted now, with its timeout.
     pub fn late(&mut self, kind: ProbeKind) {
+        self.probes.inc(kind);
         self.probe_failures.inc((kind, FailureReason::Timeout));
     }
 
@@ -383,10 +382,13 @@ impl Series {
         }
     }
 
-    /// A probe ended: its duration, its tool's series, and its failure
-    /// by reason (a late one's timeout was counted when it went late), and
-    /// the conditions it checked.
+    /// A probe ended: the run (a late one was counted when it went late),
+    /// its duration, its tool's series, its failure by reason (a late
+    /// one's timeout was counted then too), and the conditions it checked.
     pub fn probed(&mut self, outcome: &crate::probe::ProbeOutcome, was_late: bool) {
+        if !was_late {
+            self.probes.inc(outcome.kind);
+        }
         self.conditions(&outcome.conditions);
         let secs = outcome.duration.as_secs_f64();
         match (&outcome.result, outcome.kind) {

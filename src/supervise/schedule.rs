@@ -135,10 +135,10 @@ impl<'a> Schedule<'a> {
         }
     }
 
-    /// The timer fired: start the probes due (each reported sent, or
-    /// skipped when its last run is still in flight or the server asked to
-    /// wait, into `out`), mark the late ones (their news into `out`), and
-    /// say what else came due.
+    /// The timer fired: start the probes due (each skipped, when its last
+    /// run is still in flight or the server asked to wait, reported into
+    /// `out`; a run started is told by its lateness or its answer), mark
+    /// the late ones (their news into `out`), and say what else came due.
     pub(super) fn wake(&mut self, session: &'a dyn Session, out: &mut Vec<Observation>) -> Wake {
         let now = Instant::now();
         let held = self.hold_until.is_some_and(|h| now < h);
@@ -165,7 +165,6 @@ impl<'a> Schedule<'a> {
                 out.push(Observation::Skipped(kind));
                 continue;
             }
-            out.push(Observation::Sent(kind));
             slot.running = true;
             slot.late_at = slot.cadence.late_after.map(|after| now + after);
             let (probe, deadline) = (&self.probes[i], slot.cadence.deadline);

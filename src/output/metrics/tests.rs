@@ -56,7 +56,6 @@ fn healthy_for_a_while(o: &mut Owner, id: &str, labels: usize, http: bool) {
     }
     event(o, id, open, now);
     let probe = |o: &mut Owner, outcome: ProbeOutcome| {
-        event(o, id, Observation::Sent(outcome.kind), now);
         let was_late = false;
         event(o, id, Observation::Probe { outcome, was_late }, now);
     };
@@ -240,7 +239,6 @@ fn histograms_are_cumulative_and_counters_count() {
     add(&mut o, &s, now);
     event(&mut o, "a", opened(), now);
     for ms in [0, 2, 20_000] {
-        event(&mut o, "a", Observation::Sent(ProbeKind::Ping), now);
         let mut outcome = answered(ProbeKind::Ping, ms);
         outcome.duration = Duration::from_micros(ms * 1000 + 300);
         event(
@@ -414,10 +412,14 @@ fn removed_servers_vanish_and_readded_ones_start_fresh() {
     let mut o = Owner::new(FleetPolicy::default(), 2);
     add(&mut o, &spec("a"), now);
     add(&mut o, &spec("b"), now);
-    event(&mut o, "a", Observation::Sent(ProbeKind::Ping), now);
+    let ping = || Observation::Probe {
+        outcome: answered(ProbeKind::Ping, 3),
+        was_late: false,
+    };
+    event(&mut o, "a", ping(), now);
     o.apply(Msg::Remove("a".into()), now);
     // A stopping supervisor may still report; nothing is rendered for it.
-    event(&mut o, "a", Observation::Sent(ProbeKind::Ping), now);
+    event(&mut o, "a", ping(), now);
     let text = render(&mut o);
     assert!(!text.contains("server=\"a\""));
     assert!(text.contains("server=\"b\""));
