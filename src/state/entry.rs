@@ -49,7 +49,7 @@ impl Entry {
         stuck: tokio::sync::watch::Sender<u64>,
     ) -> Entry {
         Entry {
-            id: Arc::from(spec.id.as_str()),
+            id: tracker.status().id.clone(),
             tracker,
             stuck,
             sessions: 0,

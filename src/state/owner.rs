@@ -116,8 +116,10 @@ impl Owner {
     }
 
     fn add(&mut self, spec: &ServerSpec, stuck: tokio::sync::watch::Sender<u64>, now: Instant) {
-        let id: Arc<str> = Arc::from(spec.id.as_str());
         let tracker = Tracker::new(spec, now);
+        // One allocation of the id, shared by the table's key, the entry's
+        // logs and every copy of the status.
+        let id = tracker.status().id.clone();
         let tools: Vec<String> = spec.probes.tools.iter().map(|t| t.tool.clone()).collect();
         let mut status = tracker.status().clone();
         status.maintenance = maintenance(&self.windows, &status);
