@@ -6,6 +6,7 @@
 //! ([`crate::output::otlp`]), so the server's trace has the monitor's span
 //! as its parent.
 
+use std::cell::RefCell;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
@@ -59,14 +60,16 @@ pub fn set_sample_ratio(ratio: f64) {
 
 /// A new trace with random, non-zero ids.
 pub fn new() -> Trace {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    // Each RandomState has fresh keys: unpredictable enough for trace ids
-    // (which are not secrets), with no random-number crate.
-    let random = || {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        RandomState::new().hash_one(n).max(1)
-    };
-    let (hi, lo, span) = (random(), random(), random());
+    // A generator per thread, seeded from the operating system's
+    // randomness (through `RandomState`'s keys): unpredictable enough for
+    // ids that are not secrets. A `RandomState` per id, as before, cost
+    // three SipHashes a ping.
+    thread_local! {
+        static IDS: RefCell<fastrand::Rng> = RefCell::new(fastrand::Rng::with_seed(
+            RandomState::new().hash_one(std::thread::current().id()),
+        ));
+    }
+    let (hi, lo, span) = IDS.with_borrow_mut(|r| (r.u64(1..), r.u64(1..), r.u64(1..)));
     // As OpenTelemetry's TraceIdRatioBased: the low bits of the trace id
     // against the ratio, so every party deciding from the id agrees.
     let ratio = f64::from_bits(SAMPLE_RATIO.load(Ordering::Relaxed));
@@ -106,6 +109,17 @@ mod tests {
             assert_ne!(parts[1], "0".repeat(32));
             assert_ne!(parts[2], "0".repeat(16));
         }
+    }
+
+    /// Each thread has its own generator: threads seeded alike would
+    /// give every probe on a worker the same ids as on the next.
+    #[test]
+    fn threads_draw_different_ids() {
+        let ids: std::collections::HashSet<u128> = (0..8)
+            .map(|_| std::thread::spawn(|| new().trace_id))
+            .map(|t| t.join().expect("thread"))
+            .collect();
+        assert_eq!(ids.len(), 8);
     }
 
     /// One test owns the global ratio, so no other test sees it move.
