@@ -4,7 +4,9 @@
 //! tool listing's clock; the evidence read while a probe is outstanding;
 //! and the jitter and holds that keep a fleet from moving in step.
 
+use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::stream::FuturesUnordered;
@@ -33,6 +35,23 @@ struct Slot {
     late: bool,
 }
 
+/// A probe's run in flight, named by its slot. A future of its own, not
+/// an `async` block around the probe's: that block was a second boxed
+/// future on every probe run.
+pub(super) struct Run<'a> {
+    slot: usize,
+    run: BoxFuture<'a, ProbeOutcome>,
+}
+
+impl Future for Run<'_> {
+    type Output = (usize, ProbeOutcome);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let slot = self.slot;
+        self.run.as_mut().poll(cx).map(|outcome| (slot, outcome))
+    }
+}
+
 /// What came due when the timer fired.
 #[derive(Clone, Copy, Default)]
 pub(super) struct Wake {
@@ -51,7 +70,7 @@ pub(super) struct Schedule<'a> {
     era: Era,
     id: &'a str,
     /// Runs in flight, by slot.
-    pub(super) running: FuturesUnordered<BoxFuture<'a, (usize, ProbeOutcome)>>,
+    pub(super) running: FuturesUnordered<Run<'a>>,
     /// The one timer, set to the soonest moment anything is due; made once:
     /// a timer made afresh each turn registers and unregisters a waiter,
     /// twice a ping.
@@ -168,9 +187,10 @@ impl<'a> Schedule<'a> {
             slot.running = true;
             slot.late_at = slot.cadence.late_after.map(|after| now + after);
             let (probe, deadline) = (&self.probes[i], slot.cadence.deadline);
-            self.running.push(Box::pin(
-                async move { (i, probe.run(session, deadline).await) },
-            ));
+            self.running.push(Run {
+                slot: i,
+                run: probe.run(session, deadline),
+            });
         }
         if wake.watch {
             self.evidence_due = now + self.evidence_every;
