@@ -274,7 +274,11 @@ pub async fn run(
             }
             _ => {}
         }
+        // Biased: the order written, with no random draw per wake-up; a
+        // busy channel cannot starve publishing, which is checked below
+        // whatever woke the loop.
         tokio::select! {
+            biased;
             () = &mut cancelled => break,
             msg = rx.recv() => {
                 let Some(msg) = msg else { break };

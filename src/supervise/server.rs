@@ -238,7 +238,10 @@ impl Supervisor {
         let mut news = Vec::new();
         loop {
             schedule.arm(listing.running.is_some());
+            // Biased: in the order written (the end first), with no random
+            // draw on each of the several polls a ping makes.
             let end = tokio::select! {
+                biased;
                 end = &mut ends => Some(end),
                 () = &mut schedule.timer => self.due(session, &mut schedule, &mut listing, &mut news).await,
                 Some((i, outcome)) = schedule.running.next(), if !schedule.running.is_empty() => {
@@ -263,6 +266,7 @@ impl Supervisor {
     async fn ends(&self, number: u64) -> End {
         let stuck = stuck_signal(self.stuck.clone(), number);
         tokio::select! {
+            biased;
             () = self.cancel.cancelled() => End::Shutdown,
             judged = stuck => stuck_end(judged, &self.spec.settings),
         }

@@ -430,6 +430,7 @@ impl McpSession {
             }
         };
         let words = tokio::select! {
+            biased;
             exit = exited => exit,
             ended = stream_ended => ended,
             breach = self.meter.tripped() => breach.describe(self.meter.budget()),
