@@ -274,12 +274,15 @@ pub async fn run(
             }
             _ => {}
         }
-        // Biased: the order written, with no random draw per wake-up; a
-        // busy channel cannot starve publishing, which is checked below
-        // whatever woke the loop.
+        // Biased: the order written, with no random draw per wake-up, and
+        // the messages first, so a wake-up for one polls nothing else. A
+        // busy channel cannot starve publishing (checked below whatever
+        // woke the loop) nor shutdown (checked here, an atomic load).
+        if cancel.is_cancelled() {
+            break;
+        }
         tokio::select! {
             biased;
-            () = &mut cancelled => break,
             msg = rx.recv() => {
                 let Some(msg) = msg else { break };
                 let now = Instant::now();
@@ -293,6 +296,7 @@ pub async fn run(
                 publish_at = Some(publish_at.map_or(by, |at| at.min(by)));
             }
             () = &mut timer, if wake.is_some() => {}
+            () = &mut cancelled => break,
         }
         let now = Instant::now();
         if owner.check_ready(started, grace, now) {

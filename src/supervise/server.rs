@@ -238,11 +238,13 @@ impl Supervisor {
         let mut news = Vec::new();
         loop {
             schedule.arm(listing.running.is_some());
-            // Biased: in the order written (the end first), with no random
-            // draw on each of the several polls a ping makes.
+            // Biased: in the order written, with no random draw on each
+            // poll, and the frequent first: a wake-up for the timer or an
+            // answer stops there, without polling the session's events and
+            // the end (four notifications' waiters) as well. Every branch
+            // is polled before the task sleeps, so none misses its wake-up.
             let end = tokio::select! {
                 biased;
-                end = &mut ends => Some(end),
                 () = &mut schedule.timer => self.due(session, &mut schedule, &mut listing, &mut news).await,
                 Some((i, outcome)) = schedule.running.next(), if !schedule.running.is_empty() => {
                     self.answered(session, &mut events, &mut schedule, i, outcome).await
@@ -254,6 +256,7 @@ impl Supervisor {
                     None
                 }
                 Some(event) = events.next() => self.told(session, event, &mut schedule, &mut listing).await,
+                end = &mut ends => Some(end),
             };
             if let Some(end) = end {
                 return end;
