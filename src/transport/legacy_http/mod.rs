@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
 use http::{Method, Request, StatusCode, Uri};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -306,12 +306,20 @@ impl LegacyLink {
     }
 
     /// A request to the session's endpoint with its route's headers (a
-    /// POST's: a request of another method removes what it does not send).
+    /// POST's: a request of another method removes what it does not send)
+    /// and its body's length.
     fn request(&self, method: Method, route: &Route, body: Body) -> Request<Body> {
+        let mut headers = (**route).clone();
+        if method == Method::POST {
+            let length = hyper::body::Body::size_hint(&body).exact().unwrap_or(0);
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
+        } else {
+            headers.remove(CONTENT_LENGTH);
+        }
         let mut request = Request::new(body);
         *request.method_mut() = method;
         *request.uri_mut() = self.uri.clone();
-        *request.headers_mut() = (**route).clone();
+        *request.headers_mut() = headers;
         request
     }
 

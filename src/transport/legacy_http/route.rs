@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use http::Uri;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 
 use crate::transport::rmcp_http::Route;
 
@@ -20,6 +20,11 @@ pub(super) fn posting(route: Route, uri: &Uri) -> Route {
     headers.reserve(4);
     headers.insert(ACCEPT, HeaderValue::from_static(JSON_OR_STREAM));
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    // Each POST replaces it with its body's length, in place: left to
+    // hyper, the header was inserted into each request's copy of the
+    // route, one more than the copy had room for, and the map grew and
+    // rehashed on every ping.
+    headers.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
     headers.insert(
         http::header::USER_AGENT,
         crate::transport::wire::user_agent(),
@@ -72,6 +77,7 @@ mod tests {
             assert_eq!(route["mcp-session-id"], "s1");
             assert_eq!(route[ACCEPT], JSON_OR_STREAM);
             assert_eq!(route[CONTENT_TYPE], "application/json");
+            assert_eq!(route[CONTENT_LENGTH], "0");
             assert!(route.contains_key(http::header::USER_AGENT));
             route.get(http::header::HOST).cloned()
         };
