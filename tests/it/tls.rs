@@ -32,7 +32,11 @@ async fn certificates_of_known_dates_are_reported_and_an_expired_one_is_unhealth
         "20200102000000Z",
     );
     let upstream = demo_http(&["--name", "behind-tls"], 0).await;
+    // The held session (pings on mcpmon's own connections) is the legacy
+    // era's.
+    let legacy = demo_http(&["--name", "behind-h2", "--era", "legacy"], 0).await;
     let (good_port, old_port, v12_port) = (free_port(), free_port(), free_port());
+    let h2_port = free_port();
     let cfg = dir.path().join("haproxy.cfg");
     std::fs::write(
         &cfg,
@@ -41,11 +45,15 @@ async fn certificates_of_known_dates_are_reported_and_an_expired_one_is_unhealth
              frontend good\n  bind 127.0.0.1:{good_port} ssl crt {}\n  default_backend be\n\
              frontend old\n  bind 127.0.0.1:{old_port} ssl crt {}\n  default_backend be\n\
              frontend v12\n  bind 127.0.0.1:{v12_port} ssl crt {} ssl-max-ver TLSv1.2\n  default_backend be\n\
-             backend be\n  server s1 127.0.0.1:{}\n",
+             frontend h2\n  bind 127.0.0.1:{h2_port} ssl crt {} alpn h2,http/1.1\n  default_backend legacy\n\
+             backend be\n  server s1 127.0.0.1:{}\n\
+             backend legacy\n  server s1 127.0.0.1:{}\n",
             good_pem.display(),
             old_pem.display(),
             good_pem.display(),
-            upstream.port
+            good_pem.display(),
+            upstream.port,
+            legacy.port
         ),
     )
     .expect("write");
@@ -64,14 +72,38 @@ async fn certificates_of_known_dates_are_reported_and_an_expired_one_is_unhealth
              - {{id: private-ca, transport: http, url: 'https://127.0.0.1:{good_port}/mcp', tls: {{ca_file: {good:?}, server_name: mcp.internal, min_version: TLS12}}}}\n  \
              - {{id: expired, transport: http, url: 'https://127.0.0.1:{old_port}/mcp', tls: {{ca_file: {old:?}}}}}\n  \
              - {{id: wrong-name, transport: http, url: 'https://127.0.0.1:{good_port}/mcp', tls: {{ca_file: {good:?}}}}}\n  \
-             - {{id: tls12, transport: http, url: 'https://127.0.0.1:{v12_port}/mcp', tls: {{ca_file: {good:?}, server_name: mcp.internal}}}}\n",
+             - {{id: tls12, transport: http, url: 'https://127.0.0.1:{v12_port}/mcp', tls: {{ca_file: {good:?}, server_name: mcp.internal}}}}\n  \
+             - {{id: http2, transport: http, url: 'https://127.0.0.1:{h2_port}/mcp', tls: {{ca_file: {good:?}, server_name: mcp.internal}}}}\n",
         ),
     )
     .expect("write");
-    let mon = Binary::start(&fleet, &[]).await;
+    let mon = Binary::start(
+        &fleet,
+        &["--log.level", "info,mcpmon::transport::wire=debug"],
+    )
+    .await;
     let within = Duration::from_secs(30);
     mon.wait_status("private-ca", "healthy", within).await;
     mon.wait_status("tls12", "healthy", within).await;
+    // A frontend whose ALPN offers HTTP/2 carries the held session's pings
+    // on one multiplexed connection: they keep succeeding on it.
+    mon.wait_status("http2", "healthy", within).await;
+    eventually("pings over HTTP/2", within, async || {
+        let m = mon.metrics().await;
+        let pings = metric(&m, r#"mcpmon_probes_total{probe="ping",server="http2"}"#);
+        let failed = m.contains(r#"mcpmon_probe_failures_total{probe="ping",server="http2""#);
+        assert!(!failed, "{m}");
+        match pings {
+            Some(n) if n >= 3.0 => Ok(()),
+            _ => Err(format!("{pings:?} pings so far")),
+        }
+    })
+    .await;
+    assert!(
+        mon.log_text().contains("connected over HTTP/2"),
+        "ALPN chose HTTP/2: {}",
+        mon.log_text()
+    );
     let (v, _) = mon.wait_status("expired", "unhealthy", within).await;
     assert_eq!(v["reason"], "tls_failed", "{v}");
     assert!(

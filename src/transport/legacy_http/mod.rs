@@ -6,8 +6,8 @@
 //! legacy session is only a session id and a few headers on the server's
 //! side, so once rmcp has opened it (the handshake, with its error
 //! classification and auth handling) mcpmon keeps just that: the route
-//! (headers of the handshake's last POST), the server's [`Wire`] (hyper
-//! without reqwest's per-request layers) and a request counter. Every later request is one POST whose answer is read
+//! (headers of the handshake's last POST), its origin's connections ([`Origin`]:
+//! hyper without reqwest's per-request layers) and a request counter. Every later request is one POST whose answer is read
 //! here, as JSON or as an SSE stream, bounded in size and time.
 //!
 //! Every byte and every event of an answer passes the session's
@@ -27,7 +27,6 @@ use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
 use http::{Method, Request, StatusCode, Uri};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -35,7 +34,7 @@ use super::budget::{BUDGET, Meter};
 use super::oauth2::TokenSource;
 use super::rmcp_http::{RmcpHttp, Route};
 use super::sse_events::SseBuffer;
-use super::wire::{Body, Wire};
+use super::wire::{AnswerBody, Body, Origin, Wire};
 use super::{RequestError, truncate};
 
 mod message;
@@ -121,7 +120,7 @@ struct Wanted<'a> {
 }
 
 /// An answer whose body is still to be read.
-type Answer = http::Response<Incoming>;
+type Answer = http::Response<AnswerBody>;
 
 /// Whether an answer comes as an event stream (`true`) or one JSON message;
 /// anything else is no answer.
@@ -174,7 +173,7 @@ impl From<RequestError> for CallError {
 
 /// A legacy session mcpmon holds itself.
 pub struct LegacyLink {
-    wire: Wire,
+    wire: Origin,
     uri: Uri,
     tokens: Option<Arc<TokenSource>>,
     route: Mutex<Route>,
@@ -192,6 +191,7 @@ impl LegacyLink {
         meter: Arc<Meter>,
     ) -> Option<Self> {
         let uri = Uri::try_from(url.as_str()).ok()?;
+        let wire = wire.origin(&uri).ok()?;
         let route = posting(client.route()?, &uri);
         client.detach();
         Some(LegacyLink {

@@ -17,7 +17,7 @@ const JSON_OR_STREAM: &str = "application/json, text/event-stream";
 /// measurable part of the link's work (docs/benchmarks.md).
 pub(super) fn posting(route: Route, uri: &Uri) -> Route {
     let mut headers = Arc::unwrap_or_clone(route);
-    headers.reserve(4);
+    headers.reserve(5);
     headers.insert(ACCEPT, HeaderValue::from_static(JSON_OR_STREAM));
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     // Each POST replaces it with its body's length, in place: left to
@@ -41,18 +41,13 @@ pub(super) fn posting(route: Route, uri: &Uri) -> Route {
     Arc::new(headers)
 }
 
-/// The `Host` hyper-util would write for a plain-HTTP `uri`: its host, and
-/// its port unless it is the default.
+/// The `Host` of a plain-HTTP `uri`: its host, and its port unless it is
+/// the default.
 fn host_header(uri: &Uri) -> Option<HeaderValue> {
     if uri.scheme() != Some(&http::uri::Scheme::HTTP) {
         return None;
     }
-    let host = uri.host()?;
-    let value = match uri.port_u16().filter(|p| *p != 80) {
-        Some(port) => HeaderValue::from_str(&format!("{host}:{port}")),
-        None => HeaderValue::from_str(host),
-    };
-    value.ok()
+    crate::transport::wire::host_header(uri)
 }
 
 /// Put `token` on `route` as the bearer.

@@ -1,117 +1,25 @@
-//! The HTTP client of a held session's requests (pings, listings, calls):
-//! hyper-util's pooled client, the one reqwest wraps, without reqwest's
-//! layers.
-//!
-//! At a thousand servers pinged every second, reqwest's per-request work
-//! (its request builder, URL and header copies, proxy and redirect layers)
-//! cost more CPU than the ping itself: bench/run.py measured a bare reqwest
-//! client at 1.6x the raw-socket floor and hyper-util's pooled client at
-//! the floor (docs/benchmarks.md). Handshakes, OAuth and the legacy SSE
-//! transport stay on reqwest: they run once per session.
-//!
-//! What reqwest gave and this keeps: rustls with the server's own settings
-//! (the same verifier records the chain presented), HTTP/2 where ALPN
-//! chooses it, proxies from `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and
-//! `NO_PROXY` (HTTPS through a CONNECT tunnel, HTTP forwarded in absolute
-//! form), a bounded connect, TCP keep-alive, a bounded idle pool, and no
-//! redirect ever followed (hyper follows none). Bodies are read, bounded,
-//! by the caller.
+//! The TCP leg of a held session's connections: straight to the server,
+//! through a CONNECT tunnel (HTTPS behind a proxy), or to a proxy that
+//! forwards plain HTTP, as the environment's proxy variables say.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{HeaderValue, Request, Response, Uri};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
+use http::{HeaderValue, Uri};
 use hyper_util::client::legacy::connect::proxy::Tunnel;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::client::proxy::matcher::Matcher;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tower_service::Service;
-
-/// A request body: mcpmon's requests are small and whole.
-pub type Body = Full<Bytes>;
-
-/// Why a request got no response.
-pub type WireError = hyper_util::client::legacy::Error;
-
-/// The pooled client of a server's requests, and one that keeps no idle
-/// connection (for the retry after a kept-alive connection was closed under
-/// a request: it must not pick another the server closed).
-/// Shared, not copied: every session of a server holds one.
-#[derive(Clone)]
-pub struct Wire(Arc<Clients>);
-
-struct Clients {
-    pooled: Client<Tls, Body>,
-    fresh: Client<Tls, Body>,
-}
-
-type Tls = hyper_rustls::HttpsConnector<Dial>;
-
-impl Wire {
-    /// A client speaking TLS with `config` to `https` URLs (its ALPN list
-    /// is set here) and plain HTTP to the rest.
-    pub fn new(config: &rustls::ClientConfig) -> Wire {
-        let mut config = config.clone();
-        config.alpn_protocols.clear();
-        let tls = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(config)
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(Dial::new());
-        let client = |idle: usize| {
-            Client::builder(TokioExecutor::new())
-                .pool_idle_timeout(Duration::from_secs(90))
-                .pool_max_idle_per_host(idle)
-                .pool_timer(TokioTimer::new())
-                .timer(TokioTimer::new())
-                .build(tls.clone())
-        };
-        Wire(Arc::new(Clients {
-            pooled: client(super::IDLE_CONNECTIONS_PER_HOST),
-            fresh: client(0),
-        }))
-    }
-
-    /// Send `request` on a kept-alive connection, or (`fresh`) on a new
-    /// one. Its answer's body is the caller's to read within bounds.
-    pub async fn send(
-        &self,
-        mut request: Request<Body>,
-        fresh: bool,
-    ) -> Result<Response<Incoming>, WireError> {
-        // A link's route carries its own (made once, not per request).
-        request
-            .headers_mut()
-            .entry(http::header::USER_AGENT)
-            .or_insert_with(user_agent);
-        if let Some(auth) = forwarded_auth(request.uri()) {
-            request
-                .headers_mut()
-                .insert(http::header::PROXY_AUTHORIZATION, auth);
-        }
-        let client = if fresh { &self.0.fresh } else { &self.0.pooled };
-        client.request(request).await
-    }
-}
-
-/// mcpmon's `User-Agent`.
-pub fn user_agent() -> HeaderValue {
-    HeaderValue::from_static(concat!("mcpmon/", env!("CARGO_PKG_VERSION")))
-}
 
 /// The proxies the environment names, read once: a proxy set after start
 /// is not seen, as with reqwest. `None` when none is named, so a request
 /// pays nothing for the lookup.
-fn proxies() -> Option<&'static Matcher> {
+pub(super) fn proxies() -> Option<&'static Matcher> {
     static PROXIES: OnceLock<Option<Matcher>> = OnceLock::new();
     PROXIES
         .get_or_init(|| {
@@ -127,7 +35,7 @@ fn proxies() -> Option<&'static Matcher> {
 
 /// The proxy credentials a plain-HTTP request forwarded through a proxy
 /// carries (a tunnel carries its own on the CONNECT).
-fn forwarded_auth(uri: &Uri) -> Option<HeaderValue> {
+pub(super) fn forwarded_auth(uri: &Uri) -> Option<HeaderValue> {
     if uri.scheme() != Some(&http::uri::Scheme::HTTP) {
         return None;
     }
@@ -142,7 +50,7 @@ pub struct Dial {
 }
 
 impl Dial {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let mut tcp = HttpConnector::new();
         tcp.set_connect_timeout(Some(Duration::from_secs(10)));
         tcp.set_keepalive(Some(Duration::from_secs(30)));
@@ -160,7 +68,8 @@ pub struct Dialed {
     forwarding: bool,
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// Why a dial failed.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 impl Service<Uri> for Dial {
     type Response = Dialed;
