@@ -107,7 +107,10 @@ impl Origin {
             let reused = idle.is_some();
             let conn = match idle {
                 Some(conn) => conn,
-                None => self.dial().await?,
+                // Boxed: the handshakes' futures are kilobytes, and the
+                // request's future, moved into timeouts and selects on
+                // every ping, would carry them.
+                None => Box::pin(self.dial()).await?,
             };
             let unsent = match conn {
                 Conn::H2(mut sender) => match sender.try_send_request(request).await {
