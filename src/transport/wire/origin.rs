@@ -3,9 +3,11 @@
 //! out last in, first out, or the one HTTP/2 connection ALPN chose, which
 //! carries every request at once.
 //!
-//! An HTTP/1.1 connection goes back to the idle list when its answer's
-//! body was read to the end (or had none); an answer dropped half read
-//! takes its connection with it, as hyper closes it.
+//! An HTTP/1.1 connection goes back to the idle list when its answer is
+//! dropped, read or not: hyper reads what is left of the body if it has
+//! already come (an event stream's answer is often all there, its end
+//! included) and closes the connection otherwise. Its next request waits
+//! for hyper to say which.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -165,7 +167,8 @@ impl Origin {
                 continue;
             }
             // Ready at once unless hyper's task has not yet seen the last
-            // answer's end; closed if the server hung up since.
+            // answer's end (or drained what was left of it); closed if an
+            // answer was dropped with more to come, or the server hung up.
             if conn.sender.ready().await.is_ok() {
                 return Some(Conn::H1(conn));
             }
@@ -265,20 +268,15 @@ struct Lease {
 }
 
 /// An answer's body, still to be read; its connection goes back to the
-/// origin when it was read to the end.
+/// origin when it is dropped.
 pub struct AnswerBody {
     body: Incoming,
     lease: Option<Lease>,
-    ended: bool,
 }
 
 impl AnswerBody {
     fn new(body: Incoming, lease: Option<Lease>) -> AnswerBody {
-        AnswerBody {
-            body,
-            lease,
-            ended: false,
-        }
+        AnswerBody { body, lease }
     }
 }
 
@@ -290,11 +288,7 @@ impl hyper::body::Body for AnswerBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let polled = Pin::new(&mut self.body).poll_frame(cx);
-        if let Poll::Ready(None) = polled {
-            self.ended = true;
-        }
-        polled
+        Pin::new(&mut self.body).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
@@ -308,9 +302,7 @@ impl hyper::body::Body for AnswerBody {
 
 impl Drop for AnswerBody {
     fn drop(&mut self) {
-        if let Some(lease) = self.lease.take()
-            && (self.ended || hyper::body::Body::is_end_stream(&self.body))
-        {
+        if let Some(lease) = self.lease.take() {
             lease.origin.give_back(lease.conn);
         }
     }

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
+use futures::StreamExt;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
@@ -17,9 +19,9 @@ use super::{Body, Origin, Wire};
 use crate::config::TlsSpec;
 use crate::transport::tls;
 
-/// A server that answers every request with `hello`, counting the
-/// connections it accepted; `keep_alive` false closes each after one
-/// answer.
+/// A server that answers every request with `hello` (at `/endless`, and
+/// then nothing, never ending), counting the connections it accepted;
+/// `keep_alive` false closes each after one answer.
 async fn server(keep_alive: bool) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
@@ -29,8 +31,17 @@ async fn server(keep_alive: bool) -> (String, Arc<AtomicUsize>) {
         while let Ok((tcp, _)) = listener.accept().await {
             count.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
-                let answer = service_fn(|_req: Request<hyper::body::Incoming>| async {
-                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello"))))
+                let answer = service_fn(|req: Request<hyper::body::Incoming>| async move {
+                    let hello = futures::stream::iter([Ok::<_, Infallible>(Frame::data(
+                        Bytes::from_static(b"hello"),
+                    ))]);
+                    let body = if req.uri().path() == "/endless" {
+                        BodyExt::boxed(StreamBody::new(hello.chain(futures::stream::pending())))
+                    } else {
+                        // With its length: hyper has all of it at once.
+                        BodyExt::boxed(Full::new(Bytes::from_static(b"hello")))
+                    };
+                    Ok::<_, Infallible>(Response::new(body))
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .keep_alive(keep_alive)
@@ -75,11 +86,28 @@ async fn answers_read_to_the_end_leave_their_connection_for_the_next_request() {
 }
 
 #[tokio::test]
-async fn an_answer_left_half_read_takes_its_connection_with_it() {
+async fn an_answer_dropped_unread_keeps_its_connection_when_hyper_has_it_all() {
     let (url, accepted) = server(true).await;
     let origin = origin(&url);
     let unread = origin.send(post(&url), false).await.expect("answer");
-    drop(unread);
+    // What a stream's reader does once the answer it wants has come.
+    let mut body = unread.into_body();
+    let _ = body.frame().await;
+    drop(body);
+    assert_eq!(read(&origin, &url).await, "hello");
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_answer_dropped_with_more_to_come_takes_its_connection_with_it() {
+    let (url, accepted) = server(true).await;
+    let endless = url.replace("/mcp", "/endless");
+    let origin = origin(&url);
+    let answer = origin.send(post(&endless), false).await.expect("answer");
+    let mut body = answer.into_body();
+    let first = body.frame().await.expect("a frame").expect("data");
+    assert_eq!(first.into_data().expect("data"), "hello");
+    drop(body);
     assert_eq!(read(&origin, &url).await, "hello");
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
 }
