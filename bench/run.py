@@ -311,7 +311,7 @@ def main():
                     help="instead: resident KiB per held HTTP session at these N, both eras: the RSS difference "
                          "from a 10-server instance divided by the added sessions")
     ap.add_argument("--everything", type=int, metavar="N",
-                    help="instead: N sessions to npm server-everything, mcpmon against the TypeScript SDK client")
+                    help="instead: N sessions to npm server-everything, mcpmon against the TypeScript SDK client (with --paired: the paired clients, \"ts\" among them, all to one server-everything)")
     ap.add_argument("--otlp", type=int, metavar="N",
                     help="instead: mcpmon on N HTTP servers with OTLP off, metrics pushed, and metrics plus "
                          "every probe's span pushed, alternating; CPU per ping as ratios to off")
@@ -356,7 +356,8 @@ def main():
         subjects = [str(MCPMON) if c == "mcpmon" else c for c in args.paired.split(",")]
         if len(subjects) < 2 or len(set(subjects)) < len(subjects):
             sys.exit("--paired: two clients or more, each named once")
-        return paired(subjects, args.reps, int(args.http.split(",")[0]), args.duration)
+        n = args.everything or int(args.http.split(",")[0])
+        return paired(subjects, args.reps, n, args.duration, everything=bool(args.everything))
     if args.ab:
         return ab(args.ab, args.reps, int(args.http.split(",")[0]), args.duration)
     if args.idle:
@@ -697,15 +698,27 @@ def ab(other, reps, n, duration):
     print(f"raw floor: {cpu['floor']:.1f} µs/ping; B/A = {cpu['B'] / cpu['A']:.3f}")
 
 
+# Peer clients `paired` runs beside mcpmon builds.
+PEER_SUBJECTS = {*FLOORS, "ts"}
+
+
 class Floor:
-    """A floor client (FLOORS) pinging N sessions for `duration` seconds,
-    measured from outside like mcpmon: its pings in a window are its rate
-    (pings over `duration`, from its result) times the window."""
+    """A peer client pinging N sessions for `duration` seconds (a floor
+    client, FLOORS, or the TypeScript SDK's, "ts"), measured from outside
+    like mcpmon: its pings in a window are its rate (pings over `duration`,
+    from its result) times the window."""
 
     def __init__(self, name, target, n, interval, duration):
         self.duration = duration
-        self.p = subprocess.Popen([str(FLOOR), "http", target, str(n), str(interval), str(duration), FLOORS[name]],
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if name == "ts":
+            cmd = [str(NODE), str(PEERS / "ts-peer.mjs")]
+        else:
+            cmd = [str(FLOOR)]
+        cmd += ["http", target, str(n), str(interval), str(duration)]
+        if name in FLOORS:
+            cmd.append(FLOORS[name])
+        env = dict(os.environ, MCPMON_NODE_MODULES=str(NODE_MODULES))
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         self.pid = self.p.pid
 
     def ready(self, limit=120):
@@ -713,7 +726,7 @@ class Floor:
         started = time.time()
         line = self.p.stdout.readline()
         if line.strip() != "pinging":
-            raise RuntimeError(f"floor client: {line!r}")
+            raise RuntimeError(f"peer client: {line!r}")
         return time.time() - started
 
     def rate(self):
@@ -721,7 +734,7 @@ class Floor:
         out, _ = self.p.communicate(timeout=self.duration + 60)
         r = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
         if r["failures"]:
-            raise RuntimeError(f"floor client: {r['failures']} pings failed")
+            raise RuntimeError(f"peer client: {r['failures']} pings failed")
         return r["pings"] / self.duration
 
     def stop(self):
@@ -730,10 +743,11 @@ class Floor:
         self.p.wait()
 
 
-def paired(subjects, reps, n, duration):
+def paired(subjects, reps, n, duration, everything=False):
     """Several clients at once, each holding N sessions to one simulator
     and measured over the same window: mcpmon builds (paths) and floor
-    clients (FLOORS names). Whatever the machine does during the window (a
+    clients (FLOORS names, and "ts", the TypeScript SDK's); `everything`:
+    all of them to one npm server-everything instead. Whatever the machine does during the window (a
     neighbour's burst, a slower clock) it does to all of them, so a ratio
     within one rep is steadier than a ratio of runs taken apart. Prints
     the first subject's CPU per ping over each other's, rep by rep, and
@@ -743,24 +757,24 @@ def paired(subjects, reps, n, duration):
     per = {s: [] for s in subjects}
     for rep in range(reps):
         order = subjects[rep % len(subjects):] + subjects[:rep % len(subjects)]
-        sim, base = start_sim()
+        sim, base = start_everything() if everything else start_sim()
         running = {}
         try:
             for s in order:
-                if s in FLOORS:
+                if s in PEER_SUBJECTS:
                     running[s] = Floor(s, base, n, 1.0, settle + duration + settle)
                 else:
                     running[s] = Mcpmon("http", base, n, 1.0, binary=pathlib.Path(s))
             for c in running.values():
                 c.ready()
             time.sleep(settle)
-            p0 = {s: c.pings() for s, c in running.items() if s not in FLOORS}
+            p0 = {s: c.pings() for s, c in running.items() if s not in PEER_SUBJECTS}
             c0 = {s: cpu_seconds(c.pid) for s, c in running.items()}
             time.sleep(duration)
             c1 = {s: cpu_seconds(c.pid) for s, c in running.items()}
-            pings = {s: c.pings() - p0[s] for s, c in running.items() if s not in FLOORS}
+            pings = {s: c.pings() - p0[s] for s, c in running.items() if s not in PEER_SUBJECTS}
             for s, c in running.items():
-                if s in FLOORS:
+                if s in PEER_SUBJECTS:
                     pings[s] = c.rate() * duration
         finally:
             for c in running.values():
@@ -774,7 +788,8 @@ def paired(subjects, reps, n, duration):
             ratios[s].append(us[subjects[0]] / us[s])
         print(f"# paired rep {rep + 1}: " + ", ".join(f"{s} {us[s]:.1f} µs/ping over {pings[s]:.0f} pings"
                                                       for s in subjects), file=sys.stderr, flush=True)
-    print(f"paired: http N={n} each, one ping a second each, all measured over the same window, {reps} reps")
+    where = "one npm server-everything" if everything else "the simulator"
+    print(f"paired: http N={n} each to {where}, one ping a second each, all measured over the same window, {reps} reps")
     for s in subjects:
         print(f"{s}: {statistics.median(per[s]):.1f} µs/ping (median)")
     first = subjects[0]

@@ -1,6 +1,8 @@
 //! Server-sent events as bytes arrive: whole events taken off the front of
 //! a buffer, their names and joined `data:` lines, each byte scanned for an
-//! event's end once. Read by both HTTP links that carry event streams.
+//! event's end once and each event's lines read once. Read by both HTTP
+//! links that carry event streams, so by every ping a server answers with
+//! a stream.
 
 /// An SSE stream's bytes as they arrive, whole events taken off the front.
 /// Each byte is scanned for an event's end once: an event that arrives a
@@ -46,14 +48,7 @@ impl SseBuffer {
         let rest = &self.buf[self.start..];
         match event_end(rest, self.scanned - self.start) {
             Some((len, used)) => {
-                let event = &rest[..len];
-                let full = Event {
-                    name: field(event, b"event:").unwrap_or_default(),
-                    data: event_data(event),
-                    id: field(event, b"id:"),
-                    retry: field(event, b"retry:")
-                        .and_then(|r| std::str::from_utf8(&r).ok()?.parse().ok()),
-                };
+                let full = Event::parse(&rest[..len]);
                 self.start += used;
                 self.scanned = self.start;
                 Some(full)
@@ -81,45 +76,61 @@ pub struct Event {
     pub retry: Option<u64>,
 }
 
-/// The last value of field `name` (with its colon) in one SSE event.
-fn field(event: &[u8], name: &[u8]) -> Option<Vec<u8>> {
-    event
-        .split(|b| *b == b'\n')
-        .filter_map(|line| line.strip_suffix(b"\r").unwrap_or(line).strip_prefix(name))
-        .next_back()
-        .map(|value| value.trim_ascii().to_vec())
-}
-
-/// The joined `data:` lines of one SSE event.
-fn event_data(event: &[u8]) -> Vec<u8> {
-    let mut data = Vec::new();
-    for line in event.split(|b| *b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if let Some(rest) = line.strip_prefix(b"data:") {
-            if !data.is_empty() {
-                data.push(b'\n');
+impl Event {
+    /// One whole event's fields, its lines read once: a field named more
+    /// than once keeps its last value, and `data` lines are joined with
+    /// newlines (each without the one space after its colon).
+    fn parse(event: &[u8]) -> Event {
+        let mut e = Event::default();
+        let mut data_lines = 0usize;
+        let mut retry: Option<&[u8]> = None;
+        let mut rest = event;
+        while !rest.is_empty() {
+            let line;
+            (line, rest) = match memchr::memchr(b'\n', rest) {
+                Some(at) => (&rest[..at], &rest[at + 1..]),
+                None => (rest, &[][..]),
+            };
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            // A line without a colon is a field with an empty value.
+            let (name, value) = match memchr::memchr(b':', line) {
+                Some(colon) => (&line[..colon], &line[colon + 1..]),
+                None => (line, &b""[..]),
+            };
+            match name {
+                b"data" => {
+                    if data_lines > 0 {
+                        e.data.push(b'\n');
+                    }
+                    data_lines += 1;
+                    e.data
+                        .extend_from_slice(value.strip_prefix(b" ").unwrap_or(value));
+                }
+                b"event" => e.name = value.trim_ascii().to_vec(),
+                b"id" => e.id = Some(value.trim_ascii().to_vec()),
+                b"retry" => retry = Some(value.trim_ascii()),
+                _ => {}
             }
-            data.extend_from_slice(rest.strip_prefix(b" ").unwrap_or(rest));
         }
+        e.retry = retry.and_then(|r| std::str::from_utf8(r).ok()?.parse().ok());
+        e
     }
-    data
 }
 
 /// The length of the first event in `buf` and of the event plus its blank
 /// line, if a whole event is there; `from` bytes are known to hold no end.
 fn event_end(buf: &[u8], from: usize) -> Option<(usize, usize)> {
     let mut i = from;
-    while i < buf.len() {
-        if buf[i] == b'\n' {
-            let rest = &buf[i + 1..];
-            if rest.first() == Some(&b'\n') {
-                return Some((i, i + 2));
-            }
-            if rest.starts_with(b"\r\n") {
-                return Some((i, i + 3));
-            }
+    while let Some(at) = memchr::memchr(b'\n', &buf[i..]) {
+        let end = i + at;
+        let rest = &buf[end + 1..];
+        if rest.first() == Some(&b'\n') {
+            return Some((end, end + 2));
         }
-        i += 1;
+        if rest.starts_with(b"\r\n") {
+            return Some((end, end + 3));
+        }
+        i = end + 1;
     }
     None
 }
@@ -152,5 +163,30 @@ mod tests {
         assert!(e.data.is_empty());
         let e = stream.next_full_event().expect("an event");
         assert_eq!((e.id.as_deref(), e.retry), (Some(&b"e2"[..]), None));
+    }
+
+    #[test]
+    fn an_event_s_fields_are_read_as_the_standard_says() {
+        let mut stream = SseBuffer::default();
+        // Split anywhere: an event is whole only at its blank line.
+        let bytes: &[u8] = b": a comment\r\nevent: first\r\nevent:  message \r\ndata:\r\ndata:  two spaces\r\ndata:x\r\nid: 7\r\nunknown: y\r\ndata\r\n\r\nretry: 20\ndata: {}\n\n";
+        for piece in bytes.chunks(5) {
+            stream.push(piece);
+        }
+        let e = stream.next_full_event().expect("an event");
+        assert_eq!(e.name, b"message", "the last name, trimmed");
+        assert_eq!(
+            e.data, b"\n two spaces\nx\n",
+            "empty data lines count, with or without a colon; one space goes"
+        );
+        assert_eq!(e.id.as_deref(), Some(&b"7"[..]));
+        assert_eq!(e.retry, None);
+        let e = stream.next_full_event().expect("a second event");
+        assert_eq!(
+            (&e.name[..], &e.data[..], e.retry),
+            (&b""[..], &b"{}"[..], Some(20))
+        );
+        assert!(stream.next_full_event().is_none());
+        assert_eq!(stream.pending(), 0);
     }
 }
