@@ -10,7 +10,7 @@
 //! `hyper-inline` (the same connection, driven inside the pinging task
 //! while a ping is out: what the hand-off to hyper's own task costs),
 //! `hyper-pool` (one shared hyper-util pooled client, the one mcpmon's held
-//! sessions use) and `reqwest` (one shared reqwest client, which wraps that
+//! sessions used before they kept connections per origin) and `reqwest` (one shared reqwest client, which wraps that
 //! pool, the stack mcpmon's handshakes use). What they add to `raw` is the price of using
 //! a well-kept HTTP library instead of writing bytes to a socket.
 //!

@@ -208,13 +208,16 @@ pub trait Connector: Send + Sync {
 /// well under a millisecond).
 const IDLE_CONNECTIONS_PER_HOST: usize = 32;
 
+/// How long a kept-alive connection may sit idle before it is closed.
+const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(90);
+
 /// The settings of every HTTP client that reaches servers: keep-alive
 /// pool, rustls, bounded connect, no redirects.
 pub fn http_client_builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .user_agent(concat!("mcpmon/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(Duration::from_secs(10))
-        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
         // Servers that share a host (a gateway's paths) share connections:
         // a burst of handshakes would otherwise leave one idle connection,
         // and its buffers, per server.

@@ -4,8 +4,8 @@
 //!
 //! At a thousand servers pinged every second, reqwest's per-request work
 //! (its request builder, URL and header copies, proxy and redirect layers)
-//! cost more CPU than the ping itself, and hyper-util's pool a third of
-//! what was left above a bare hyper connection: a task spawned per request
+//! cost more CPU than the ping itself, and hyper-util's pool two fifths
+//! of what was left above a bare hyper connection: a task spawned per request
 //! to put its connection back, the origin hashed twice, a connect future
 //! built and raced against the checkout (docs/benchmarks.md). Handshakes,
 //! OAuth and the legacy SSE transport stay on reqwest: they run once per

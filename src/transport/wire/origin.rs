@@ -26,13 +26,11 @@ use tower_service::Service;
 
 use super::{Body, Tls, WireError, dial};
 
-/// Idle connections kept per origin: enough for the pings of thousands of
-/// servers behind one gateway (a ping holds its connection for well under
-/// a millisecond).
-const MAX_IDLE: usize = 32;
+/// Idle connections kept per origin: those of thousands of servers behind
+/// one gateway share them.
+const MAX_IDLE: usize = crate::transport::IDLE_CONNECTIONS_PER_HOST;
 
-/// How long a connection may sit idle before it is closed.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+const IDLE_TIMEOUT: Duration = crate::transport::IDLE_CONNECTION_TIMEOUT;
 
 /// A session's handle on its origin's connections.
 #[derive(Clone)]
