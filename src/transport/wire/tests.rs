@@ -74,14 +74,18 @@ async fn read(origin: &Origin, url: &str) -> Bytes {
 #[tokio::test]
 async fn answers_read_to_the_end_leave_their_connection_for_the_next_request() {
     let (url, accepted) = server(true).await;
-    let origin = origin(&url);
+    let config = tls::client_config(&TlsSpec::default(), tls::Seen::default()).expect("tls");
+    let wire = Wire::new(&config);
+    let origin = wire.origin(&url.parse().expect("uri")).expect("origin");
     for _ in 0..5 {
         assert_eq!(read(&origin, &url).await, "hello");
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
-    // Another session behind the same origin shares it.
-    let wire_twin = origin.clone();
-    assert_eq!(read(&wire_twin, &url).await, "hello");
+    // Another server behind the same origin (its own path), looked up on
+    // the same wire, shares it.
+    let other = url.replace("/mcp", "/other");
+    let neighbour = wire.origin(&other.parse().expect("uri")).expect("origin");
+    assert_eq!(read(&neighbour, &other).await, "hello");
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
 }
 
