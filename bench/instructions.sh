@@ -5,6 +5,8 @@
 # mcpmon and the floor client make once per ping.
 #   bench/instructions.sh mcpmon [BINARY]     (default target/release/mcpmon)
 #   bench/instructions.sh floor MODE          (raw, hyper, hyper-pool, ...)
+# TARGET=everything pings npm server-everything (one endpoint, 50 sessions,
+# answers as event streams) instead of the simulator.
 # KEEP=FILE keeps the callgrind output there, for bench/costs.py (costs
 # per ping by function) or callgrind_annotate.
 # CACHE=1 also simulates the caches (callgrind --cache-sim=yes, with the
@@ -17,7 +19,7 @@ who="${1:?mcpmon or floor}"
 tmp=$(mktemp -d)
 trap 'kill ${vg:-} ${sim:-} 2>/dev/null || true; [ -z "${KEEP:-}" ] || cp "$tmp/cg.out.1" "$KEEP" || true; rm -rf "$tmp"' EXIT
 . bench/sim.sh
-sim_start
+if [ "${TARGET:-sim}" = everything ]; then everything_start; else sim_start; fi
 sim_ping_fleet 50 > "$tmp/fleet.yaml"
 if [ "$who" = mcpmon ]; then
   cmd=("${2:-./target/release/mcpmon}" --config.file "$tmp/fleet.yaml" --web.listen-address 127.0.0.1:0 --log.level error)
