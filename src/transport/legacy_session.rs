@@ -64,16 +64,31 @@ impl McpSession {
             Err(CallError::Expired) => {}
             other => return other,
         }
-        // Boxed: a handshake's future is kilobytes, and unboxed it would be
-        // part of (and copied with) every ping's future, where it is rare.
+        // Boxed: the renewal holds a handshake and a second call, and inline
+        // they would double the size of (and the lines written for) every
+        // ping's future, where they are rare.
+        Box::pin(self.legacy_call_renewed(lean, id, method, params, progress, deadlines)).await
+    }
+
+    /// [`Self::legacy_call`] once the server forgot the session: initialize
+    /// again, then send the request once more, within the same deadlines.
+    async fn legacy_call_renewed(
+        &self,
+        lean: &Legacy,
+        id: &str,
+        method: &str,
+        params: Option<serde_json::Value>,
+        progress: Option<u64>,
+        deadlines: Deadlines,
+    ) -> Result<serde_json::Value, CallError> {
         let again = tokio::time::timeout_at(
             deadlines.max_at,
-            Box::pin(super::open::open_http(
+            super::open::open_http(
                 &lean.spec,
                 &lean.http,
                 &super::open::Plan::Initialize(lean.version.clone()),
                 deadlines.max_at,
-            )),
+            ),
         )
         .await;
         match again {
@@ -93,6 +108,11 @@ impl McpSession {
             },
         }
         tracing::info!("session expired on the server; initialized again");
+        let on_progress = || {
+            if let Some(p) = progress {
+                self.activity.note_number(p);
+            }
+        };
         match lean
             .link
             .call(id, method, params, progress, &on_progress, deadlines)
