@@ -2,13 +2,19 @@
 //! occupied slots in id order.
 //!
 //! The state owner writes one server's record per observation, a thousand
-//! or more times a second, and publishes ten times a second. Both vectors
-//! are shared with the published snapshots: the first write after a
-//! publish copies the vector of slots (a pointer per server, once per
-//! publish), and each write after it is an index into it. A persistent
-//! tree, its predecessor, looked every write up by comparing ids down a
-//! path and copied that path, which made it most of the owner's work.
-//! Readers look a server up by id with a binary search of the order.
+//! or more times a second, and publishes ten times a second. Everything
+//! here is shared with the published snapshots and copied on the first
+//! write after a publish, so what a write copies is kept small:
+//! - the records are held in chunks of [`CHUNK`] slots: the first write to
+//!   a chunk after a publish copies its pointers, not every server's (at
+//!   a thousand servers and a few pings between publishes, copying and
+//!   later dropping a pointer per server was most of the owner's work);
+//! - the ids are held apart, written only as servers come and go, so a
+//!   chunk's copy does not touch them.
+//!
+//! A persistent tree, the predecessor of the slots, looked every write up
+//! by comparing ids down a path and copied that path. Readers look a
+//! server up by id with a binary search of the order.
 //!
 //! Generic over the record (the snapshot's `ServerRecord`), so this file
 //! and the snapshot's do not name each other.
@@ -18,14 +24,21 @@ use std::sync::Arc;
 /// A server's place in [`Servers`], stable while it is in the fleet.
 pub type Slot = u32;
 
-/// A held server: its id and its record.
-type Held<R> = (Arc<str>, Arc<R>);
+/// Slots per chunk of records. Smaller chunks copy less per write and
+/// more per publish (a pointer per chunk); at 16, both stay under a
+/// hundred pointers a publish for a thousand servers.
+const CHUNK: usize = 16;
+
+/// The records of [`CHUNK`] consecutive slots.
+type Chunk<R> = [Option<Arc<R>>; CHUNK];
 
 /// Servers by id, in id order; see the module documentation.
 #[derive(Debug)]
 pub struct Servers<R> {
-    /// Records by slot; a removed server's slot is empty until reused.
-    slots: Arc<Vec<Option<Held<R>>>>,
+    /// Ids by slot; a removed server's slot is empty until reused.
+    ids: Arc<Vec<Option<Arc<str>>>>,
+    /// Records by slot, in chunks; empty where the id is.
+    records: Arc<Vec<Arc<Chunk<R>>>>,
     /// The occupied slots, in id order.
     order: Arc<Vec<Slot>>,
     /// Empty slots, reused first.
@@ -35,7 +48,8 @@ pub struct Servers<R> {
 impl<R> Default for Servers<R> {
     fn default() -> Self {
         Servers {
-            slots: Arc::default(),
+            ids: Arc::default(),
+            records: Arc::default(),
             order: Arc::default(),
             free: Vec::new(),
         }
@@ -45,7 +59,8 @@ impl<R> Default for Servers<R> {
 impl<R> Clone for Servers<R> {
     fn clone(&self) -> Self {
         Servers {
-            slots: self.slots.clone(),
+            ids: self.ids.clone(),
+            records: self.records.clone(),
             order: self.order.clone(),
             free: self.free.clone(),
         }
@@ -76,7 +91,7 @@ impl<R> Servers<R> {
 
     /// Ids and records, in id order.
     pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<R>)> {
-        (self.order.iter()).filter_map(|&s| self.at(s).map(|(id, r)| (id, r)))
+        (self.order.iter()).filter_map(|&s| self.at(s))
     }
 
     /// Records, in id order.
@@ -90,20 +105,26 @@ impl<R> Servers<R> {
         match self.position(&id) {
             Ok(at) => {
                 let slot = self.order[at];
-                let held = &mut Arc::make_mut(&mut self.slots)[slot as usize];
-                let old = held.replace((id, record)).map(|(_, r)| r);
+                let old = self.record_mut(slot).and_then(|r| r.replace(record));
                 (slot, old)
             }
             Err(at) => {
-                let slots = Arc::make_mut(&mut self.slots);
                 let slot = match self.free.pop() {
                     Some(slot) => slot,
                     None => {
-                        slots.push(None);
-                        Slot::try_from(slots.len() - 1).expect("fewer than 2^32 servers")
+                        let ids = Arc::make_mut(&mut self.ids);
+                        ids.push(None);
+                        if ids.len() > self.records.len() * CHUNK {
+                            Arc::make_mut(&mut self.records)
+                                .push(Arc::new(std::array::from_fn(|_| None)));
+                        }
+                        Slot::try_from(ids.len() - 1).expect("fewer than 2^32 servers")
                     }
                 };
-                slots[slot as usize] = Some((id, record));
+                Arc::make_mut(&mut self.ids)[slot as usize] = Some(id);
+                if let Some(r) = self.record_mut(slot) {
+                    *r = Some(record);
+                }
                 Arc::make_mut(&mut self.order).insert(at, slot);
                 (slot, None)
             }
@@ -115,25 +136,36 @@ impl<R> Servers<R> {
         let at = self.position(id).ok()?;
         let slot = Arc::make_mut(&mut self.order).remove(at);
         self.free.push(slot);
-        Arc::make_mut(&mut self.slots)[slot as usize]
-            .take()
-            .map(|(_, r)| r)
+        Arc::make_mut(&mut self.ids)[slot as usize] = None;
+        self.record_mut(slot)?.take()
     }
 
-    /// The record in `slot`, to write: the first write after a publish
-    /// copies the vector of slots, not the records.
+    /// The record in `slot`, to write: the first write to its chunk after
+    /// a publish copies the chunk's pointers, not the records.
     pub fn slot_mut(&mut self, slot: Slot) -> Option<&mut Arc<R>> {
-        let held = Arc::make_mut(&mut self.slots).get_mut(slot as usize)?;
-        held.as_mut().map(|(_, r)| r)
+        self.record_mut(slot)?.as_mut()
     }
 
-    fn at(&self, slot: Slot) -> Option<&Held<R>> {
-        self.slots.get(slot as usize)?.as_ref()
+    /// `slot`'s place in its chunk, the chunk copied if a snapshot shares it.
+    fn record_mut(&mut self, slot: Slot) -> Option<&mut Option<Arc<R>>> {
+        let slot = slot as usize;
+        let chunk = Arc::make_mut(&mut self.records).get_mut(slot / CHUNK)?;
+        Some(&mut Arc::make_mut(chunk)[slot % CHUNK])
+    }
+
+    fn at(&self, slot: Slot) -> Option<(&Arc<str>, &Arc<R>)> {
+        let slot = slot as usize;
+        let id = self.ids.get(slot)?.as_ref()?;
+        let record = self.records.get(slot / CHUNK)?[slot % CHUNK].as_ref()?;
+        Some((id, record))
     }
 
     /// Where `id` is (`Ok`) or would go (`Err`) in the order.
     fn position(&self, id: &str) -> Result<usize, usize> {
-        (self.order).binary_search_by(|&s| self.at(s).map_or("", |(held, _)| &**held).cmp(id))
+        (self.order).binary_search_by(|&s| {
+            let held = self.ids.get(s as usize).and_then(Option::as_deref);
+            held.unwrap_or("").cmp(id)
+        })
     }
 }
 
@@ -195,6 +227,58 @@ mod tests {
         assert_eq!(c, a, "the free slot is reused");
         assert_eq!(ids(&s), ["b", "c"]);
         assert_eq!(s.slot_mut(b).map(|r| r.as_str()), Some("b"));
+    }
+
+    #[test]
+    fn many_servers_come_and_go_as_a_map_of_them_would() {
+        // Past one chunk, with removals and reuse: the model is a map.
+        let mut s = Servers::default();
+        let mut model = std::collections::BTreeMap::new();
+        for i in 0..200u32 {
+            let id = format!("s{:03}", (i * 37) % 101);
+            if i % 5 == 4 {
+                assert_eq!(s.remove(&id).is_some(), model.remove(&id).is_some(), "{id}");
+            } else {
+                let (slot, _) = s.insert(Arc::from(id.as_str()), record(&format!("{id}/{i}")));
+                model.insert(id.clone(), format!("{id}/{i}"));
+                assert_eq!(
+                    s.slot_mut(slot).map(|r| r.as_str().to_owned()),
+                    model.get(&id).cloned()
+                );
+            }
+        }
+        let held: Vec<(String, String)> = s
+            .iter()
+            .map(|(id, r)| (id.to_string(), (**r).clone()))
+            .collect();
+        let want: Vec<(String, String)> = model.into_iter().collect();
+        assert_eq!(held, want);
+        assert_eq!(s.len(), want.len());
+    }
+
+    #[test]
+    fn a_write_after_a_publish_copies_its_chunk_only() {
+        let mut s = Servers::default();
+        let slots: Vec<Slot> = (0..3 * CHUNK)
+            .map(|i| {
+                s.insert(Arc::from(format!("s{i:03}").as_str()), record("x"))
+                    .0
+            })
+            .collect();
+        let published = s.clone();
+        let written = slots[CHUNK + 1];
+        *Arc::make_mut(s.slot_mut(written).expect("held")) = "written".to_owned();
+        let shared: Vec<bool> = (s.records.iter().zip(published.records.iter()))
+            .map(|(a, b)| Arc::ptr_eq(a, b))
+            .collect();
+        assert_eq!(
+            shared,
+            [true, false, true],
+            "only the written slot's chunk is copied"
+        );
+        assert!(Arc::ptr_eq(&s.ids, &published.ids), "a write copies no id");
+        assert_eq!(*published["s017"], "x");
+        assert_eq!(*s["s017"], "written");
     }
 
     #[test]
