@@ -5,6 +5,9 @@
 # mcpmon and the floor client make once per ping.
 #   bench/instructions.sh mcpmon [BINARY]     (default target/release/mcpmon)
 #   bench/instructions.sh floor MODE          (raw, hyper, hyper-pool, ...)
+# N=SESSIONS and INTERVAL=SECONDS change the fleet (50 sessions pinged every
+# second unless told); WARM=SECONDS the start-up left out (25 unless told;
+# a thousand sessions under valgrind need about 90).
 # TARGET=everything pings npm server-everything (one endpoint, 50 sessions,
 # answers as event streams) instead of the simulator.
 # KEEP=FILE keeps the callgrind output there, for bench/costs.py (costs
@@ -20,17 +23,19 @@ tmp=$(mktemp -d)
 trap 'kill ${vg:-} ${sim:-} 2>/dev/null || true; [ -z "${KEEP:-}" ] || cp "$tmp/cg.out.1" "$KEEP" || true; rm -rf "$tmp"' EXIT
 . bench/sim.sh
 if [ "${TARGET:-sim}" = everything ]; then everything_start; else sim_start; fi
-sim_ping_fleet 50 > "$tmp/fleet.yaml"
+n=${N:-50}
+interval=${INTERVAL:-1}
+sim_ping_fleet "$n" "$interval" > "$tmp/fleet.yaml"
 if [ "$who" = mcpmon ]; then
   cmd=("${2:-./target/release/mcpmon}" --config.file "$tmp/fleet.yaml" --web.listen-address 127.0.0.1:0 --log.level error)
 else
-  cmd=(./target/release/examples/floor-peer http "$base" 50 1 200 "${2:?floor mode}")
+  cmd=(./target/release/examples/floor-peer http "$base" "$n" "$interval" 400 "${2:?floor mode}")
 fi
 sim_args=()
 [ -z "${CACHE:-}" ] || sim_args=(--cache-sim=yes --LL=2097152,16,64)
 valgrind --tool=callgrind "${sim_args[@]}" --callgrind-out-file="$tmp/cg.out" "${cmd[@]}" > /dev/null 2>&1 &
 vg=$!
-sleep 25
+sleep "${WARM:-25}"
 callgrind_control -z "$vg" > /dev/null 2>&1
 sleep 40
 callgrind_control -d "$vg" > /dev/null 2>&1

@@ -357,7 +357,7 @@ def main():
         if len(subjects) < 2 or len(set(subjects)) < len(subjects):
             sys.exit("--paired: two clients or more, each named once")
         n = args.everything or int(args.http.split(",")[0])
-        return paired(subjects, args.reps, n, args.duration, everything=bool(args.everything))
+        return paired(subjects, args.reps, n, args.duration, args.interval, everything=bool(args.everything))
     if args.ab:
         return ab(args.ab, args.reps, int(args.http.split(",")[0]), args.duration)
     if args.idle:
@@ -743,7 +743,7 @@ class Floor:
         self.p.wait()
 
 
-def paired(subjects, reps, n, duration, everything=False):
+def paired(subjects, reps, n, duration, interval=1.0, everything=False):
     """Several clients at once, each holding N sessions to one simulator
     and measured over the same window: mcpmon builds (paths) and floor
     clients (FLOORS names, and "ts", the TypeScript SDK's); `everything`:
@@ -751,8 +751,9 @@ def paired(subjects, reps, n, duration, everything=False):
     neighbour's burst, a slower clock) it does to all of them, so a ratio
     within one rep is steadier than a ratio of runs taken apart. Prints
     the first subject's CPU per ping over each other's, rep by rep, and
-    their medians (so `B,A` gives B/A); the start order turns every rep."""
-    settle = 3.0  # a full round of every client before the window
+    their medians (so `B,A` gives B/A); the start order turns every rep.
+    `interval`: seconds between pings of one session."""
+    settle = max(3.0, interval)  # a full round of every client before the window
     ratios = {s: [] for s in subjects[1:]}
     per = {s: [] for s in subjects}
     for rep in range(reps):
@@ -762,9 +763,9 @@ def paired(subjects, reps, n, duration, everything=False):
         try:
             for s in order:
                 if s in PEER_SUBJECTS:
-                    running[s] = Floor(s, base, n, 1.0, settle + duration + settle)
+                    running[s] = Floor(s, base, n, interval, settle + duration + settle)
                 else:
-                    running[s] = Mcpmon("http", base, n, 1.0, binary=pathlib.Path(s))
+                    running[s] = Mcpmon("http", base, n, interval, binary=pathlib.Path(s))
             for c in running.values():
                 c.ready()
             time.sleep(settle)
@@ -789,7 +790,8 @@ def paired(subjects, reps, n, duration, everything=False):
         print(f"# paired rep {rep + 1}: " + ", ".join(f"{s} {us[s]:.1f} µs/ping over {pings[s]:.0f} pings"
                                                       for s in subjects), file=sys.stderr, flush=True)
     where = "one npm server-everything" if everything else "the simulator"
-    print(f"paired: http N={n} each to {where}, one ping a second each, all measured over the same window, {reps} reps")
+    rate = "one ping a second each" if interval == 1.0 else f"one ping every {interval:g} s each"
+    print(f"paired: http N={n} each to {where}, {rate}, all measured over the same window, {reps} reps")
     for s in subjects:
         print(f"{s}: {statistics.median(per[s]):.1f} µs/ping (median)")
     first = subjects[0]

@@ -7,8 +7,10 @@
 #   sim_fleet N [HEAD]  prints a config of N HTTP servers s0..s(N-1) on it
 #                       (sessions to one endpoint when $base ends in /mcp),
 #                       after HEAD (a `global:` block, or nothing)
-#   sim_ping_fleet N    the same, for the CPU profiles: pinged every second,
-#                       nothing else probed, nobody judged stuck
+#   sim_ping_fleet N [INTERVAL]
+#                       the same, for the CPU profiles: pinged every
+#                       INTERVAL seconds (1 unless told), nothing else
+#                       probed, nobody judged stuck
 
 sim_start() {
   # Read the first line from a pipe rather than poll a file: the wait ends
@@ -49,11 +51,16 @@ sim_fleet() {
 }
 
 sim_ping_fleet() {
+  local every=${2:-1} timeout=1
+  # At one ping a second a ping waits a second, as it always has; slower
+  # fleets are counted at a thousand sessions under valgrind, where an
+  # answer can take longer.
+  [ "$every" = 1 ] || timeout=5
   sim_fleet "$1" "global:
-  ping_interval: 1s
-  ping_timeout: 1s
+  ping_interval: ${every}s
+  ping_timeout: ${timeout}s
   health_check_interval: 1h
   stuck_after: 10m
-  connect_timeout: 60s
+  connect_timeout: 120s
   protocol: 2025-11-25"
 }
