@@ -49,38 +49,41 @@ impl McpSession {
                 self.activity.note_number(p);
             }
         };
-        match lean
-            .link
-            .call(
-                id,
-                method,
-                params.clone(),
-                progress,
-                &on_progress,
-                deadlines,
-            )
-            .await
-        {
-            Err(CallError::Expired) => {}
-            other => return other,
+        // One call in the loop, so every ping's future holds one call's.
+        let mut renewed = false;
+        loop {
+            match lean
+                .link
+                .call(
+                    id,
+                    method,
+                    params.clone(),
+                    progress,
+                    &on_progress,
+                    deadlines,
+                )
+                .await
+            {
+                Err(CallError::Expired) if !renewed => {
+                    // Boxed: a handshake's future is kilobytes, and inline
+                    // it would be part of (and written with) every ping's
+                    // future, where it is rare.
+                    Box::pin(self.legacy_renew(lean, deadlines)).await?;
+                    renewed = true;
+                }
+                Err(CallError::Expired) => {
+                    return Err(RequestError::Transport(
+                        "HTTP 404 Not Found: the server forgot the session again".to_owned(),
+                    )
+                    .into());
+                }
+                other => return other,
+            }
         }
-        // Boxed: the renewal holds a handshake and a second call, and inline
-        // they would double the size of (and the lines written for) every
-        // ping's future, where they are rare.
-        Box::pin(self.legacy_call_renewed(lean, id, method, params, progress, deadlines)).await
     }
 
-    /// [`Self::legacy_call`] once the server forgot the session: initialize
-    /// again, then send the request once more, within the same deadlines.
-    async fn legacy_call_renewed(
-        &self,
-        lean: &Legacy,
-        id: &str,
-        method: &str,
-        params: Option<serde_json::Value>,
-        progress: Option<u64>,
-        deadlines: Deadlines,
-    ) -> Result<serde_json::Value, CallError> {
+    /// Initialize a session the server forgot again, within `deadlines`.
+    async fn legacy_renew(&self, lean: &Legacy, deadlines: Deadlines) -> Result<(), CallError> {
         let again = tokio::time::timeout_at(
             deadlines.max_at,
             super::open::open_http(
@@ -92,37 +95,22 @@ impl McpSession {
         )
         .await;
         match again {
-            Err(_) => return Err(CallError::Max),
-            Ok(Err(e)) => {
-                return Err(RequestError::Transport(format!(
-                    "the session expired and initializing again failed: {e}"
-                ))
-                .into());
-            }
+            Err(_) => Err(CallError::Max),
+            Ok(Err(e)) => Err(RequestError::Transport(format!(
+                "the session expired and initializing again failed: {e}"
+            ))
+            .into()),
             Ok(Ok(fresh)) => match fresh.link {
-                Carrier::Legacy(new) => lean.link.renew(&new.link),
+                Carrier::Legacy(new) => {
+                    lean.link.renew(&new.link);
+                    tracing::info!("session expired on the server; initialized again");
+                    Ok(())
+                }
                 Carrier::Rmcp(service) => {
                     let _ = service.cancel().await;
-                    return Err(RequestError::Unexpected.into());
+                    Err(RequestError::Unexpected.into())
                 }
             },
-        }
-        tracing::info!("session expired on the server; initialized again");
-        let on_progress = || {
-            if let Some(p) = progress {
-                self.activity.note_number(p);
-            }
-        };
-        match lean
-            .link
-            .call(id, method, params, progress, &on_progress, deadlines)
-            .await
-        {
-            Err(CallError::Expired) => Err(RequestError::Transport(
-                "HTTP 404 Not Found: the server forgot the session again".to_owned(),
-            )
-            .into()),
-            other => other,
         }
     }
 
