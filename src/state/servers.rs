@@ -5,7 +5,7 @@
 //! or more times a second, and publishes ten times a second. Everything
 //! here is shared with the published snapshots and copied on the first
 //! write after a publish, so what a write copies is kept small:
-//! - the records are held in chunks of [`CHUNK`] slots: the first write to
+//! - the records are held in chunks of 16 slots: the first write to
 //!   a chunk after a publish copies its pointers, not every server's (at
 //!   a thousand servers and a few pings between publishes, copying and
 //!   later dropping a pointer per server was most of the owner's work);
