@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Config};
@@ -21,7 +21,6 @@ use crate::output::metrics::Metrics;
 use crate::output::otlp::Otlp;
 use crate::output::status::Links;
 use crate::output::{router, web};
-use crate::state::Snapshot;
 use crate::supervise::{CLOSE_GRACE, SHUTDOWN_DEADLINE, Supervisors};
 use crate::{discovery, redact, state, supervise};
 use reload::Triggers;
@@ -184,7 +183,7 @@ impl Service {
         let http = crate::transport::Http::shared()?;
         let cancel = CancellationToken::new();
         let (fleet_tx, fleet_rx) = mpsc::channel(4096);
-        let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
+        let (snap_tx, snap_rx) = state::reader::channel();
         let shard = options.shard;
         let otlp = start_otlp(options.otlp.as_ref(), &snap_rx, &metrics)?;
         let owner = start_owner(
@@ -315,7 +314,7 @@ impl Service {
 /// cannot be opened (a read-only directory) is off for this run, said once.
 fn start_history(
     cfg: Option<&crate::output::history::HistoryConfig>,
-    snapshots: &watch::Receiver<Arc<Snapshot>>,
+    snapshots: &state::Reader,
     metrics: &Metrics,
     cancel: &CancellationToken,
 ) -> (
@@ -348,7 +347,7 @@ fn start_history(
 /// traces at the share its spans keep.
 fn start_otlp(
     cfg: Option<&crate::output::otlp::OtlpConfig>,
-    snapshots: &watch::Receiver<Arc<Snapshot>>,
+    snapshots: &state::Reader,
     metrics: &Metrics,
 ) -> Result<Option<Arc<Otlp>>, RunError> {
     let Some(cfg) = cfg else {
@@ -376,7 +375,7 @@ fn start_owner(
     config: &Config,
     shard: Shard,
     (rx, tx_fleet): (mpsc::Receiver<state::Msg>, &mpsc::Sender<state::Msg>),
-    tx: watch::Sender<Arc<Snapshot>>,
+    tx: state::reader::Publisher,
     (otlp, abort): (Option<Arc<Otlp>>, Option<OwnerAbort>),
     cancel: &CancellationToken,
 ) -> tokio::task::JoinHandle<()> {

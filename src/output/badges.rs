@@ -4,17 +4,14 @@
 //! the shape shields.io's endpoint badge reads. The SVG is drawn here, its
 //! text escaped by construction; nothing a server says is in it.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use tokio::sync::watch;
 
 use super::history::History;
-use crate::state::Snapshot;
+use crate::state::Reader;
 use crate::state::verdict::State as Verdict;
 
 /// The windows uptime and response-time badges take.
@@ -155,7 +152,7 @@ pub fn response_time(window: &str, ms: Option<f64>) -> Badge {
 /// same as `badge.json`.
 pub async fn badge(
     Path((id, rest)): Path<(String, String)>,
-    State(fleet): State<watch::Receiver<Arc<Snapshot>>>,
+    State(fleet): State<Reader>,
     State(history): State<Option<History>>,
     State(Badges(on)): State<Badges>,
 ) -> Response {
@@ -163,7 +160,7 @@ pub async fn badge(
     if !on {
         return not_found("badges are off (--badges.disabled)\n");
     }
-    let Some(record) = fleet.borrow().servers.get(id.as_str()).cloned() else {
+    let Some(record) = fleet.current().await.servers.get(id.as_str()).cloned() else {
         return not_found("no such server\n");
     };
     let parts: Vec<&str> = rest.split('/').collect();

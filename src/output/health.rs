@@ -7,10 +7,10 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use tokio::sync::watch;
 
 use super::render::{Renders, off_worker};
 use crate::discovery::Shard;
+use crate::state::Reader;
 use crate::state::Snapshot;
 use crate::state::snapshot::{Era, ServerStatus, TaskSeen, rfc3339};
 use crate::state::verdict::{Reason, State as Verdict};
@@ -150,7 +150,7 @@ pub struct FleetQuery {
 /// The fleet's verdict: 200 while the availability policy is met, else
 /// 503; every server's view unless `?summary=true`.
 pub async fn fleet(
-    State(fleet): State<watch::Receiver<Arc<Snapshot>>>,
+    State(fleet): State<Reader>,
     State(renders): State<Arc<Renders>>,
     State(shard): State<Shard>,
     Query(q): Query<FleetQuery>,
@@ -168,8 +168,8 @@ pub async fn fleet(
         .fleet
         .get(
             arrived,
-            || {
-                let snap = fleet.borrow().clone();
+            || async {
+                let snap = fleet.current().await;
                 ((snap.generation, u64::from(q.summary)), snap)
             },
             |snap| off_worker(move || fleet_body(&snap, shard, q.summary)),
@@ -255,11 +255,8 @@ struct ServerDetail<'a> {
 }
 
 /// One server: 200 while it is available (healthy or degraded), else 503.
-pub async fn server(
-    State(fleet): State<watch::Receiver<Arc<Snapshot>>>,
-    Path(id): Path<String>,
-) -> Response {
-    let snap = fleet.borrow().clone();
+pub async fn server(State(fleet): State<Reader>, Path(id): Path<String>) -> Response {
+    let snap = fleet.current().await;
     let Some(s) = snap.servers.get(id.as_str()).map(|r| &r.status) else {
         let body = serde_json::json!({"error": "no such server"});
         return (StatusCode::NOT_FOUND, axum::Json(body)).into_response();

@@ -1,14 +1,11 @@
 //! `/-/healthy`, `/-/ready` and `POST /-/reload`: the process's own
 //! lifecycle, as Prometheus serves it.
 
-use std::sync::Arc;
-
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use tokio::sync::watch;
 
-use crate::state::Snapshot;
+use crate::state::Reader;
 
 /// A request to reload the configuration; the reply carries what changed,
 /// or the errors of a rejected file.
@@ -104,8 +101,8 @@ pub async fn reload(
 
 /// `GET /-/ready`: 200 once every server had its first verdict (or the
 /// time it could take has passed).
-pub async fn ready(State(fleet): State<watch::Receiver<Arc<Snapshot>>>) -> Response {
-    if fleet.borrow().ready {
+pub async fn ready(State(fleet): State<Reader>) -> Response {
+    if fleet.published().ready {
         (StatusCode::OK, "mcpmon is ready.\n").into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "mcpmon is starting.\n").into_response()

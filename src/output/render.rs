@@ -93,19 +93,20 @@ impl<T: Clone> SharedRender<T> {
     /// began after it arrived (as fresh as its own would be), or one of the
     /// same key (snapshot generation, metrics version) younger than
     /// [`RENDER_REUSE`]; otherwise a new one of the `current` (key,
-    /// snapshot). Renders never run concurrently; those waiting get the
-    /// result.
-    pub async fn get<S, F>(
+    /// snapshot), asked for once the renders before it are done. Renders
+    /// never run concurrently; those waiting get the result.
+    pub async fn get<S, C, F>(
         &self,
         arrived: tokio::time::Instant,
-        current: impl FnOnce() -> ((u64, u64), S),
+        current: impl FnOnce() -> C,
         render: impl FnOnce(S) -> F,
     ) -> Option<T>
     where
+        C: Future<Output = ((u64, u64), S)>,
         F: Future<Output = Option<T>>,
     {
         let mut last = self.last.lock().await;
-        let (key, snapshot) = current();
+        let (key, snapshot) = current().await;
         if let Some(r) = last.as_ref() {
             let recent = r.key == key && arrived < r.started + RENDER_REUSE;
             if r.started >= arrived || recent {
@@ -134,7 +135,7 @@ mod tests {
         let text = shared
             .get(
                 Instant::now(),
-                || ((generation, 0), generation),
+                || async move { ((generation, 0), generation) },
                 |g| async move {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     let n = renders.fetch_add(1, Ordering::SeqCst) + 1;

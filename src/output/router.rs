@@ -10,7 +10,6 @@ use axum::extract::FromRef;
 use axum::http::{StatusCode, header};
 use axum::response::Response;
 use axum::routing::get;
-use tokio::sync::watch;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
@@ -21,13 +20,13 @@ use super::render::Renders;
 use super::status::Links;
 use super::{health, lifecycle, scrape, status};
 use crate::discovery::Shard;
-use crate::state::Snapshot;
+use crate::state::Reader;
 
 /// Everything handlers can read; each handler takes one field by its type.
 #[derive(Clone, FromRef)]
 pub struct AppState {
     /// Latest fleet snapshot.
-    pub fleet: watch::Receiver<Arc<Snapshot>>,
+    pub fleet: Reader,
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
     /// Where `POST /-/reload` sends its request.

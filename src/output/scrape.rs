@@ -6,15 +6,14 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use tokio::sync::watch;
 
 use super::metrics::Metrics;
 use super::render::{Renders, off_worker};
-use crate::state::Snapshot;
+use crate::state::Reader;
 
 /// The exposition, rendered at most once per snapshot and second.
 pub async fn metrics(
-    State(fleet): State<watch::Receiver<Arc<Snapshot>>>,
+    State(fleet): State<Reader>,
     State(metrics): State<Arc<Metrics>>,
     State(renders): State<Arc<Renders>>,
 ) -> Response {
@@ -27,8 +26,8 @@ pub async fn metrics(
         .metrics
         .get(
             arrived,
-            || {
-                let snap = fleet.borrow().clone();
+            || async {
+                let snap = fleet.current().await;
                 ((snap.generation, metrics.version()), snap)
             },
             |snap| {

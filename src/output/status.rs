@@ -16,9 +16,9 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
-use tokio::sync::watch;
 
 use super::render::{Renders, off_worker};
+use crate::state::Reader;
 use crate::state::Snapshot;
 use crate::state::snapshot::{HISTORY, HealthCheckStatus, ServerStatus, rfc3339};
 use crate::state::verdict::State;
@@ -74,7 +74,7 @@ pub async fn js() -> Response {
 /// `/`: the fleet, rendered off the runtime's workers and shared by the
 /// requests for the same snapshot and query.
 pub async fn fleet(
-    Extract(fleet): Extract<watch::Receiver<Arc<Snapshot>>>,
+    Extract(fleet): Extract<Reader>,
     Extract(renders): Extract<Arc<Renders>>,
     Extract(links): Extract<Links>,
     Extract(history): Extract<Option<super::history::History>>,
@@ -100,8 +100,8 @@ pub async fn fleet(
         .status
         .get(
             arrived,
-            || {
-                let snap = fleet.borrow().clone();
+            || async {
+                let snap = fleet.current().await;
                 ((snap.generation, query), snap)
             },
             |snap| async move {
@@ -119,12 +119,12 @@ pub async fn fleet(
 
 /// `/servers/{id}`: one server.
 pub async fn server(
-    Extract(fleet): Extract<watch::Receiver<Arc<Snapshot>>>,
+    Extract(fleet): Extract<Reader>,
     Extract(links): Extract<Links>,
     Extract(history): Extract<Option<super::history::History>>,
     Path(id): Path<String>,
 ) -> Response {
-    let snap = fleet.borrow().clone();
+    let snap = fleet.current().await;
     let Some(record) = snap.servers.get(id.as_str()) else {
         let body = html! { main #status { p { "No server " (id) " in the fleet." } } };
         let page = page("mcpmon: no such server", &links, body);

@@ -12,6 +12,7 @@
 //! - `entry`: what one observation changes for its server, told apart in
 //!   one place.
 //! - [`owner`]: the task that applies messages and publishes snapshots.
+//! - [`reader`]: how snapshots reach readers: published news, or asked for.
 //! - [`operations`]: what the owner tells an operations sink (OTLP) per probe.
 //!
 //! This layer imports config, transport and probe types, never outputs or
@@ -22,6 +23,7 @@ mod entry;
 pub mod evidence;
 pub mod operations;
 pub mod owner;
+pub mod reader;
 pub mod reason;
 pub mod series;
 pub mod servers;
@@ -37,6 +39,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+pub use reader::Reader;
 pub use snapshot::{ServerRecord, Snapshot, Summary};
 
 use crate::config::{FleetPolicy, ServerSpec};

@@ -1,7 +1,7 @@
 //! The state owner: the one task that writes fleet state. Supervisors send
 //! it [`Msg`]s; it runs each server's evidence tracker and the verdict,
 //! keeps each server's counters, and publishes numbered [`Snapshot`]s
-//! through a `watch` channel. Readers never hold a lock across I/O, and
+//! through a [`Publisher`]. Readers never hold a lock across I/O, and
 //! because a server's status and counters are published together,
 //! `/metrics` and `/health` of one generation always agree.
 //!
@@ -10,21 +10,24 @@
 //! file keeps the fleet: servers added and removed, the running counts,
 //! maintenance windows, readiness and publishing.
 //!
-//! Publishing is coalesced (at most every [`PUBLISH_EVERY`]) and driven by
-//! messages: an idle fleet wakes the owner for nothing, and a probe is one
-//! message, its answer or its lateness (see `publish_by`).
+//! Publishing is driven by messages and by readers: news (a verdict, a
+//! reason, a window, a server come or gone) is published within
+//! [`PUBLISH_EVERY`], and what only counts waits for a reader's ask (see
+//! [`super::reader`]) or [`QUIET_LAG`]. An idle fleet wakes the owner for
+//! nothing, and a probe is one message, its answer or its lateness.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::entry::Entry;
 use super::evidence::Tracker;
 use super::operations::Operations;
+use super::reader::Publisher;
 use super::series::Series;
 use super::servers::Slot;
 use super::snapshot::{ServerRecord, Snapshot, Summary};
@@ -37,24 +40,25 @@ use crate::config::{FleetPolicy, ServerSpec, TransportSpec};
 /// Longest delay between a change and its appearance in snapshots.
 pub const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
-/// Longest delay for a change that alters no verdict and has nothing
-/// after it to ride along with (a probe's tick skipped).
-pub const QUIET_LAG: Duration = Duration::from_secs(1);
+/// Longest delay for a change that is not news (a probe's time and
+/// latency, its counters, a tick skipped) when no reader asks: readers that
+/// ask get it at once; this bounds what OTLP's observers, which cannot ask,
+/// see. A record is copied out of the owner's hands at each publish after
+/// it changed, so the lag is what spares a copy per probe.
+pub const QUIET_LAG: Duration = Duration::from_secs(30);
 
 /// Where the owner's timer waits when nothing is due: far enough that it
 /// never fires, near enough that no clock arithmetic overflows.
 const NOTHING_DUE: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// By when `msg`, taken at `now`, must be published.
-///
-/// A probe's start is not a message at all (its run is counted by its
-/// answer or its lateness), so a ping is one message and one wake-up of
-/// the owner. A skipped tick alters no verdict and may wait
-/// [`QUIET_LAG`] for other news to ride with.
-fn publish_by(msg: &Msg, now: Instant, last_publish: Instant) -> Instant {
-    match msg {
-        Msg::Server(_, Observation::Skipped(_)) => now + QUIET_LAG,
-        _ => (last_publish + PUBLISH_EVERY).max(now),
+/// By when a change applied at `now` must be published: news within
+/// [`PUBLISH_EVERY`] of the last publish, the rest within [`QUIET_LAG`]
+/// unless a reader asks first.
+fn publish_by(news: bool, now: Instant, last_publish: Instant) -> Instant {
+    if news {
+        (last_publish + PUBLISH_EVERY).max(now)
+    } else {
+        now + QUIET_LAG
     }
 }
 
@@ -92,8 +96,10 @@ impl Owner {
         self
     }
 
-    /// Apply one message at `now`.
-    pub fn apply(&mut self, msg: Msg, now: Instant) {
+    /// Apply one message at `now`; whether it is news: a server come or
+    /// gone, or its verdict, reason or window changed (published within
+    /// [`PUBLISH_EVERY`]; the rest waits for a reader or [`QUIET_LAG`]).
+    pub fn apply(&mut self, msg: Msg, now: Instant) -> bool {
         match msg {
             Msg::Add { spec, stuck } => self.add(&spec, stuck, now),
             Msg::Remove(id) => {
@@ -111,8 +117,9 @@ impl Owner {
             Msg::Policy(p) => self.snap.policy = p,
             Msg::Maintenance(windows) => self.windows = windows,
             Msg::Discovery(news) => self.snap.discovery.record(news),
-            Msg::Server(id, event) => self.event(&id, event, now),
+            Msg::Server(id, event) => return self.event(&id, event, now),
         }
+        true
     }
 
     fn add(&mut self, spec: &ServerSpec, stuck: tokio::sync::watch::Sender<u64>, now: Instant) {
@@ -137,18 +144,22 @@ impl Owner {
             .insert(id, (slot, Box::new(Entry::new(spec, tracker, stuck))));
     }
 
-    fn event(&mut self, id: &Arc<str>, obs: Observation, now: Instant) {
+    /// Apply what a server's supervisor observed; whether its verdict,
+    /// reason or window changed.
+    fn event(&mut self, id: &Arc<str>, obs: Observation, now: Instant) -> bool {
         // Observations of a server already removed are late news; drop them.
         let Some((slot, entry)) = self.entries.get_mut(id) else {
-            return;
+            return false;
         };
         let Some(record) = self.snap.servers.slot_mut(*slot) else {
-            return;
+            return false;
         };
         let before = key(&record.status);
-        // The published snapshot usually shares the record: copying it
-        // copies the series, whose counters stay shared until written, and
-        // the status is copied only when there is a new verdict, from it.
+        let reason = record.status.reason;
+        // A snapshot published since the last write (for news or a reader)
+        // shares the record: copying it copies the series, whose counters
+        // stay shared until written, and the status is copied only when
+        // there is a new verdict, from it. Otherwise it is the owner's alone.
         let record = Arc::make_mut(record);
         let applied = entry.apply(&mut record.series, obs, now);
         if let Some(tr) = applied.transition {
@@ -177,6 +188,7 @@ impl Owner {
         if let (Some(ops), Some(told)) = (&self.ops, applied.told) {
             told.tell(ops.as_ref(), &record.status, entry);
         }
+        before != key(&record.status) || reason != record.status.reason
     }
 
     /// Latch readiness once every server has a verdict or `grace` passed.
@@ -197,7 +209,9 @@ impl Owner {
         false
     }
 
-    /// The next snapshot (numbered one higher than the last).
+    /// The next snapshot (numbered one higher than the last). Records
+    /// are shared with it until written, so the first write after it
+    /// copies its server's record.
     pub fn publish(&mut self) -> Arc<Snapshot> {
         self.snap.generation += 1;
         Arc::new(self.snap.clone())
@@ -234,17 +248,22 @@ fn log_transition(id: &str, t: Transition, detail: &str) {
     );
 }
 
-/// Run the state owner until cancelled. `grace` bounds how long `/-/ready`
-/// waits for first verdicts.
+/// Run the state owner until cancelled, publishing through `out` and
+/// answering its readers' asks. `grace` bounds how long `/-/ready` waits
+/// for first verdicts.
 pub async fn run(
     mut rx: mpsc::Receiver<Msg>,
-    tx: watch::Sender<Arc<Snapshot>>,
+    out: Publisher,
     policy: FleetPolicy,
     expected: usize,
     grace: Duration,
     ops: Option<Arc<dyn Operations>>,
     cancel: CancellationToken,
 ) {
+    let Publisher {
+        published: tx,
+        mut asks,
+    } = out;
     let started = Instant::now();
     let mut owner = Owner::new(policy, expected).with_operations(ops);
     let mut last_publish = started;
@@ -255,9 +274,9 @@ pub async fn run(
     // deregister again, once or twice per probe of the fleet. The timer
     // is reset only when the deadline it waits for moves, as a
     // supervisor's schedule does. With nothing to wait for it is moved
-    // out of reach: a deadline left behind (a skipped tick's, published
-    // early with other news) would still fire, and wake the process for
-    // nothing.
+    // out of reach: a deadline left behind (a quiet change's, published
+    // early with news or for a reader) would still fire, and wake the
+    // process for nothing.
     let cancelled = cancel.cancelled();
     tokio::pin!(cancelled);
     let timer = tokio::time::sleep_until(started);
@@ -274,25 +293,39 @@ pub async fn run(
             }
             _ => {}
         }
-        // Biased: the order written, with no random draw per wake-up, and
-        // the messages first, so a wake-up for one polls nothing else. A
-        // busy channel cannot starve publishing (checked below whatever
-        // woke the loop) nor shutdown (checked here, an atomic load).
+        // Biased: the order written, with no random draw per wake-up. Asks
+        // first, so a reader waits for no burst of messages; then the
+        // messages, so a wake-up for one polls nothing else. A busy channel
+        // cannot starve publishing (checked below whatever woke the loop)
+        // nor shutdown (checked here, an atomic load).
         if cancel.is_cancelled() {
             break;
         }
         tokio::select! {
             biased;
+            Some(ask) = asks.recv() => {
+                if publish_at.is_some() {
+                    tx.send_replace(owner.publish());
+                    last_publish = Instant::now();
+                    publish_at = None;
+                }
+                // Every ask queued meanwhile gets the same answer.
+                let snap = tx.borrow().clone();
+                let _ = ask.send(snap.clone());
+                while let Ok(ask) = asks.try_recv() {
+                    let _ = ask.send(snap.clone());
+                }
+                continue;
+            }
             msg = rx.recv() => {
                 let Some(msg) = msg else { break };
                 let now = Instant::now();
-                let mut by = publish_by(&msg, now, last_publish);
-                owner.apply(msg, now);
+                let mut news = owner.apply(msg, now);
                 // Drain what is queued so a burst costs one publish.
                 while let Ok(msg) = rx.try_recv() {
-                    by = by.min(publish_by(&msg, now, last_publish));
-                    owner.apply(msg, now);
+                    news |= owner.apply(msg, now);
                 }
+                let by = publish_by(news, now, last_publish);
                 publish_at = Some(publish_at.map_or(by, |at| at.min(by)));
             }
             () = &mut timer, if wake.is_some() => {}
@@ -307,6 +340,11 @@ pub async fn run(
             last_publish = now;
             publish_at = None;
         }
+    }
+    // What was applied and not yet published is the last word readers see
+    // (the history's final flush among them).
+    if publish_at.is_some() {
+        tx.send_replace(owner.publish());
     }
 }
 

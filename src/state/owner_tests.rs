@@ -4,9 +4,11 @@
 use super::*;
 use crate::probe::{FailureReason, ProbeKind};
 use crate::state::Loss;
+use crate::state::Reader;
 use crate::state::testing::{add, answered, event, opened, spec};
 use crate::transport::LinkFailure;
 use State::*;
+use tokio::sync::watch;
 
 fn snap(states: &[State], policy: FleetPolicy) -> Snapshot {
     let mut servers = crate::state::servers::Servers::default();
@@ -60,8 +62,12 @@ fn running_counts_match_a_full_walk_through_events_and_removals() {
         Box::new(|o| event(o, "s2", down(), now)),
         Box::new(|o| event(o, "s1", opened(), now)),
         Box::new(|o| event(o, "s0", down(), now)),
-        Box::new(|o| o.apply(Msg::Remove(Arc::from("s2")), now)),
-        Box::new(|o| o.apply(Msg::Remove(Arc::from("absent")), now)),
+        Box::new(|o| {
+            o.apply(Msg::Remove(Arc::from("s2")), now);
+        }),
+        Box::new(|o| {
+            o.apply(Msg::Remove(Arc::from("absent")), now);
+        }),
         Box::new(|o| event(o, "absent", opened(), now)),
         // Added again: a fresh record replaces the old one.
         Box::new(|o| add(o, &spec("s1"), now)),
@@ -275,10 +281,11 @@ fn policy_decides_the_fleet_verdict() {
 
 /// The owner running on one opened server, past its readiness publish,
 /// with a count of its wake-ups: the messages it is told and the
-/// snapshots it publishes.
+/// snapshots it publishes, and a reader that asks.
 struct Counted {
     say: mpsc::Sender<Msg>,
     snaps: watch::Receiver<Arc<Snapshot>>,
+    reader: Reader,
     polls: Arc<std::sync::atomic::AtomicUsize>,
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<()>,
@@ -287,12 +294,13 @@ struct Counted {
 impl Counted {
     async fn start() -> Counted {
         let (say, rx) = mpsc::channel(16);
-        let (snap_tx, snaps) = watch::channel(Arc::new(Snapshot::default()));
+        let (publisher, reader) = crate::state::reader::channel();
+        let snaps = publisher.published.subscribe();
         let cancel = CancellationToken::new();
         let polls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut owner = Box::pin(run(
             rx,
-            snap_tx,
+            publisher,
             FleetPolicy::default(),
             1,
             Duration::from_millis(100),
@@ -309,6 +317,7 @@ impl Counted {
         let mut counted = Counted {
             say,
             snaps,
+            reader,
             polls,
             cancel,
             task,
@@ -354,27 +363,99 @@ impl Counted {
     }
 }
 
-/// A probe is one message, its result: published within
-/// [`PUBLISH_EVERY`], and nothing is left behind to wake the owner after.
-/// (Its start was a message of its own once, and arming a timer for it
-/// woke an idle runtime's parked driver about one probe in four.)
+/// A probe is one message, its result, and it is not news: with nobody
+/// asking it waits (its record is not copied out of the owner's hands per
+/// probe), and a reader's ask gets it at once. Nothing is left behind to
+/// wake the owner after, the quiet deadline included. (A probe's start was
+/// a message of its own once, and arming a timer for it woke an idle
+/// runtime's parked driver about one probe in four.)
 #[tokio::test(start_paused = true)]
-async fn a_probe_is_published_with_its_result_and_leaves_no_wake_up_behind() {
+async fn a_probe_is_published_when_read_and_leaves_no_wake_up_behind() {
+    let mut owner = Counted::start().await;
+    let probe = || Observation::Probe {
+        outcome: answered(ProbeKind::Ping, 3),
+        was_late: false,
+    };
+    // The first answer is the first verdict: news.
+    owner.tell(Msg::Server("a".into(), probe())).await;
+    tokio::time::timeout(PUBLISH_EVERY, owner.snaps.changed())
+        .await
+        .expect("the first verdict published within the publish period")
+        .expect("owner runs");
+    owner.snaps.mark_unchanged();
+    owner.tell(Msg::Server("a".into(), probe())).await;
+    let unasked = tokio::time::timeout(Duration::from_secs(1), owner.snaps.changed()).await;
+    assert!(
+        unasked.is_err(),
+        "a probe that changes no verdict was published unasked"
+    );
+    let read = owner.reader.current().await;
+    let ping = |c: &crate::state::series::Counters<ProbeKind>| {
+        (c.iter())
+            .find(|(k, _)| *k == ProbeKind::Ping)
+            .map(|(_, n)| *n)
+    };
+    let series = &read.servers.get("a").expect("published").series;
+    assert_eq!(ping(&series.probes), Some(2), "the ask gets the probe");
+    assert!(
+        owner.snaps.has_changed().expect("owner runs"),
+        "and publishes it"
+    );
+    assert_eq!(owner.pings(), (2, 0));
+    assert!(
+        owner.sleeps_through(QUIET_LAG * 2).await,
+        "the owner woke with nothing to do"
+    );
+    owner.stop().await;
+}
+
+/// News is published within [`PUBLISH_EVERY`] with nobody asking: a
+/// session lost changes the server's reason (and its verdict, in time).
+#[tokio::test(start_paused = true)]
+async fn news_is_published_within_the_publish_period_unasked() {
+    let mut owner = Counted::start().await;
+    let down = Observation::Down {
+        loss: Loss::Link(LinkFailure::Exited),
+        detail: "gone".into(),
+        was_open: true,
+        said_why: false,
+    };
+    let before = owner
+        .snaps
+        .borrow()
+        .servers
+        .get("a")
+        .map(|r| r.status.reason);
+    owner.tell(Msg::Server("a".into(), down)).await;
+    tokio::time::timeout(PUBLISH_EVERY, owner.snaps.changed())
+        .await
+        .expect("published within the publish period")
+        .expect("owner runs");
+    let after = owner
+        .snaps
+        .borrow()
+        .servers
+        .get("a")
+        .map(|r| r.status.reason);
+    assert_ne!(after, before);
+    owner.stop().await;
+}
+
+/// With nobody asking, a probe's count is published within
+/// [`QUIET_LAG`], for the readers that cannot ask.
+#[tokio::test(start_paused = true)]
+async fn an_unread_probe_is_published_within_the_quiet_lag() {
     let mut owner = Counted::start().await;
     let probe = Observation::Probe {
         outcome: answered(ProbeKind::Ping, 3),
         was_late: false,
     };
     owner.tell(Msg::Server("a".into(), probe)).await;
-    tokio::time::timeout(PUBLISH_EVERY, owner.snaps.changed())
+    tokio::time::timeout(QUIET_LAG + Duration::from_millis(1), owner.snaps.changed())
         .await
-        .expect("published within the publish period")
+        .expect("published within the lag")
         .expect("owner runs");
-    assert_eq!(owner.pings(), (1, 0), "the run is counted with its result");
-    assert!(
-        owner.sleeps_through(Duration::from_secs(5)).await,
-        "the owner woke with nothing to do"
-    );
+    assert_eq!(owner.pings(), (1, 0));
     owner.stop().await;
 }
 

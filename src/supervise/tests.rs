@@ -14,7 +14,7 @@ use super::server::Supervisor;
 use crate::config::{Dur, FleetPolicy, ServerSpec};
 use crate::state::testing::spec;
 use crate::state::verdict::{Reason, State};
-use crate::state::{Msg, Snapshot, owner};
+use crate::state::{Msg, owner};
 use crate::transport::fake::{FakeConnector, Open, Reply, Script};
 use crate::transport::{Connector, LinkFailure};
 
@@ -41,7 +41,7 @@ fn server_spec() -> ServerSpec {
 
 /// One server under a supervisor, its owner, and a clock to read them by.
 struct Harness {
-    snaps: watch::Receiver<Arc<Snapshot>>,
+    snaps: crate::state::Reader,
     start: Instant,
     attempts: Arc<AtomicU64>,
     cancel: CancellationToken,
@@ -51,7 +51,7 @@ impl Harness {
     fn start(spec: ServerSpec, script: Script) -> Harness {
         let start = Instant::now();
         let (tx, rx) = mpsc::channel(1024);
-        let (snap_tx, snaps) = watch::channel(Arc::new(Snapshot::default()));
+        let (snap_tx, snaps) = crate::state::reader::channel();
         let cancel = CancellationToken::new();
         tokio::spawn(owner::run(
             rx,
@@ -94,7 +94,7 @@ impl Harness {
     /// The published state and reason at `t` since the start.
     async fn at(&self, t: Duration) -> (State, Reason) {
         tokio::time::sleep_until(self.start + t).await;
-        let snap = self.snaps.borrow().clone();
+        let snap = self.snaps.current().await;
         snap.servers
             .get("s")
             .map_or((State::Unknown, Reason::Starting), |r| {
@@ -494,7 +494,7 @@ async fn herd(concurrency: usize, settle: Duration) -> (usize, usize, usize) {
     )
     .expect("valid");
     let (tx, rx) = mpsc::channel(4096);
-    let (snap_tx, snaps) = watch::channel(Arc::new(Snapshot::default()));
+    let (snap_tx, snaps) = crate::state::reader::channel();
     let cancel = CancellationToken::new();
     tokio::spawn(owner::run(
         rx,
@@ -523,7 +523,7 @@ async fn herd(concurrency: usize, settle: Duration) -> (usize, usize, usize) {
         .with_handshakes(concurrency);
     sups.apply(&config, secs(5)).await;
     tokio::time::sleep(settle).await;
-    let snap = snaps.borrow().clone();
+    let snap = snaps.current().await;
     let failed = snap
         .servers
         .values()
@@ -566,7 +566,7 @@ async fn a_three_second_handshake_never_reads_slow() {
     };
     let start = Instant::now();
     let (tx, rx) = mpsc::channel(1024);
-    let (snap_tx, snaps) = watch::channel(Arc::new(Snapshot::default()));
+    let (snap_tx, snaps) = crate::state::reader::channel();
     let cancel = CancellationToken::new();
     tokio::spawn(owner::run(
         rx,
@@ -600,7 +600,7 @@ async fn a_three_second_handshake_never_reads_slow() {
     let mut seen = Vec::new();
     while start.elapsed() < secs(30) {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let snap = snaps.borrow().clone();
+        let snap = snaps.current().await;
         if let Some(r) = snap.servers.get("s") {
             let now = (r.status.status, r.status.reason);
             if seen.last() != Some(&now) {

@@ -1,18 +1,15 @@
 //! `GET /api/v1/history/{id}?window=24h`: one server's history as JSON, for
 //! scripts. A server neither watched now nor in the file is a 404.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use tokio::sync::watch;
 
 use super::History;
 use super::store::StoreError;
-use crate::state::Snapshot;
+use crate::state::Reader;
 
 /// The query string.
 #[derive(Deserialize)]
@@ -25,7 +22,7 @@ pub struct Window {
 pub async fn history(
     Path(id): Path<String>,
     Query(q): Query<Window>,
-    State(fleet): State<watch::Receiver<Arc<Snapshot>>>,
+    State(fleet): State<Reader>,
     State(history): State<Option<History>>,
 ) -> Response {
     let Some(history) = history else {
@@ -46,7 +43,7 @@ pub async fn history(
                 .into_response();
         }
     };
-    let watched = fleet.borrow().servers.contains_key(id.as_str());
+    let watched = fleet.published().servers.contains_key(id.as_str());
     match history.read(&id, window, &asked).await {
         Ok(read) if watched || !read.rows.is_empty() => Json(read).into_response(),
         Ok(_) => (StatusCode::NOT_FOUND, "no such server\n").into_response(),

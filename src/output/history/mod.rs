@@ -17,10 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::state::Snapshot;
+use crate::state::Reader;
 use rows::{DAYS_SHOWN, Daily, Resolution, Row, Sampler, Transition, unix};
 use store::{Found, Store, StoreError};
 
@@ -302,7 +301,7 @@ fn keep_newest<T>(v: &mut Vec<T>) {
 /// when it is read from a query API, keep the fleet page's days from it.
 pub async fn run(
     history: History,
-    mut fleet: watch::Receiver<Arc<Snapshot>>,
+    fleet: Reader,
     every: Duration,
     failures: prometheus::IntCounterVec,
     cancel: CancellationToken,
@@ -327,8 +326,7 @@ pub async fn run(
             _ = tick.tick() => false,
         };
         // The owner's last snapshot, once it has stopped.
-        let _ = fleet.has_changed();
-        let snap = fleet.borrow_and_update().clone();
+        let snap = fleet.current().await;
         let rows::Sample { rows, transitions } = sampler.sample(&snap, tokio::time::Instant::now());
         let now = SystemTime::now();
         let minute = Resolution::Minute.start(unix(now));

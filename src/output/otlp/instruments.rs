@@ -13,10 +13,9 @@ use std::sync::Arc;
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Histogram, Meter};
-use tokio::sync::watch;
 
 use crate::output::families::Family;
-use crate::state::Snapshot;
+use crate::state::Reader;
 use crate::state::operations::{Operation, Peer, SessionEnd};
 use crate::state::series::unix_seconds;
 use crate::state::snapshot::ServerStatus;
@@ -158,10 +157,10 @@ fn declared(family: Family) -> (&'static str, &'static str) {
 }
 
 /// Register the judgment instruments, observed from the latest snapshot.
-pub fn observe_judgment(meter: &Meter, snapshots: &watch::Receiver<Arc<Snapshot>>) {
+pub fn observe_judgment(meter: &Meter, snapshots: &Reader) {
     let latest = {
         let rx = snapshots.clone();
-        move || rx.borrow().clone()
+        move || rx.published()
     };
     let each = move |f: &dyn Fn(&ServerStatus, &crate::state::series::Series, &[KeyValue])| {
         let snap = latest();

@@ -8,10 +8,10 @@ use tokio::time::Instant;
 use super::*;
 use crate::config::FleetPolicy;
 use crate::probe::{Failure, FailureReason, ProbeKind};
+use crate::state::Observation;
 use crate::state::operations::Operations;
 use crate::state::owner::Owner;
 use crate::state::testing::{add, answered, event, failed, opened, spec};
-use crate::state::{Observation, Snapshot};
 
 /// The histograms as the owner's sink.
 #[derive(Debug)]
@@ -82,8 +82,9 @@ fn collect(
     exporter: &InMemoryMetricExporter,
     owner: &mut Owner,
 ) -> Vec<(String, Vec<(String, String)>)> {
-    let (_tx, rx) = tokio::sync::watch::channel::<Arc<Snapshot>>(owner.publish());
-    observe_judgment(&provider.meter("judgment"), &rx);
+    let (publisher, reader) = crate::state::reader::channel();
+    publisher.published.send_replace(owner.publish());
+    observe_judgment(&provider.meter("judgment"), &reader);
     provider.force_flush().expect("flush");
     points(exporter)
 }

@@ -28,12 +28,11 @@ use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{OtlpConfig, OtlpError, OtlpFlags, Protocol};
 
-use crate::state::Snapshot;
+use crate::state::Reader;
 use crate::state::operations::{Operation, Operations, SessionEnd};
 
 /// Counts of what the export did, in `/metrics`
@@ -95,7 +94,7 @@ impl Otlp {
     /// Build the exporters and start pushing. Call from inside the runtime.
     pub fn start(
         cfg: &OtlpConfig,
-        snapshots: &watch::Receiver<Arc<Snapshot>>,
+        snapshots: &Reader,
         counters: Counters,
     ) -> Result<Otlp, OtlpError> {
         let resource = resource();

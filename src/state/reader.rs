@@ -1,0 +1,126 @@
+//! How the fleet's state reaches its readers. The owner publishes a
+//! snapshot at once only for news: a verdict, a reason or a maintenance
+//! window that changed, a server come or gone. What a probe merely counts
+//! (its time, its latency, a counter) waits until a reader asks, so a
+//! server's record is copied out of the owner's hands once per read, not
+//! once per probe: at a thousand servers pinged every second and scraped
+//! every 15 s, one copy in fifteen thousand pings instead of every ping.
+//!
+//! Readers that can wait (every HTTP handler, the history) ask with
+//! [`Reader::current`]; the owner answers between two messages. Readers
+//! that cannot (OTLP's observers, called inside its SDK) take
+//! [`Reader::published`], at most [`super::owner::QUIET_LAG`] behind.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::Snapshot;
+
+/// How long a reader waits for the owner's answer before it takes the
+/// snapshot last published. The owner answers between two messages, in
+/// microseconds; only a start-up burst of thousands of servers, applied
+/// in one turn, can hold it near this long.
+pub const ASK_WITHIN: Duration = Duration::from_millis(500);
+
+/// Asks that may wait at once; a reader finding the queue full takes the
+/// snapshot last published (the owner is answering others).
+const ASKS_QUEUED: usize = 256;
+
+/// One ask: where the owner sends the snapshot of this moment.
+pub type Ask = oneshot::Sender<Arc<Snapshot>>;
+
+/// The owner's end: where it publishes, and the asks it answers.
+pub struct Publisher {
+    /// The snapshots published, the last one kept.
+    pub published: watch::Sender<Arc<Snapshot>>,
+    /// Readers asking for the state of the moment.
+    pub asks: mpsc::Receiver<Ask>,
+}
+
+/// A reader's end, cheap to clone: one per handler, per task.
+#[derive(Clone, Debug)]
+pub struct Reader {
+    published: watch::Receiver<Arc<Snapshot>>,
+    asks: mpsc::Sender<Ask>,
+}
+
+/// A publisher and the reader of what it publishes, starting from an empty
+/// snapshot (no server, not ready, generation 0).
+pub fn channel() -> (Publisher, Reader) {
+    let (tx, rx) = watch::channel(Arc::new(Snapshot::default()));
+    let (ask_tx, ask_rx) = mpsc::channel(ASKS_QUEUED);
+    (
+        Publisher {
+            published: tx,
+            asks: ask_rx,
+        },
+        Reader {
+            published: rx,
+            asks: ask_tx,
+        },
+    )
+}
+
+impl Reader {
+    /// The snapshot last published: news within the owner's publish period,
+    /// counters within its quiet lag. For readers that cannot wait.
+    pub fn published(&self) -> Arc<Snapshot> {
+        self.published.borrow().clone()
+    }
+
+    /// The state of this moment: everything the owner has applied. Falls
+    /// back to [`Reader::published`] when the owner has stopped, is not
+    /// answering within [`ASK_WITHIN`], or has too many asks queued.
+    pub async fn current(&self) -> Arc<Snapshot> {
+        let (tx, rx) = oneshot::channel();
+        if self.asks.try_send(tx).is_err() {
+            return self.published();
+        }
+        match tokio::time::timeout(ASK_WITHIN, rx).await {
+            Ok(Ok(snap)) => snap,
+            _ => self.published(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With no owner answering, a reader gets the published snapshot, and
+    /// within the bound.
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_with_no_answer_takes_the_published_snapshot() {
+        let (publisher, reader) = channel();
+        let snap = Snapshot {
+            generation: 7,
+            ..Snapshot::default()
+        };
+        publisher.published.send_replace(Arc::new(snap));
+        let started = tokio::time::Instant::now();
+        assert_eq!(reader.current().await.generation, 7);
+        assert!(started.elapsed() <= ASK_WITHIN);
+        drop(publisher);
+        assert_eq!(reader.current().await.generation, 7, "owner gone");
+    }
+
+    /// An answer is what the reader gets, not the published snapshot.
+    #[tokio::test]
+    async fn a_reader_gets_the_answer() {
+        let (mut publisher, reader) = channel();
+        let answer = tokio::spawn(async move {
+            let ask = publisher.asks.recv().await.expect("asked");
+            let snap = Snapshot {
+                generation: 9,
+                ..Snapshot::default()
+            };
+            ask.send(Arc::new(snap)).expect("reader waits");
+            publisher
+        });
+        assert_eq!(reader.current().await.generation, 9);
+        let publisher = answer.await.expect("answered");
+        assert_eq!(publisher.published.borrow().generation, 0);
+    }
+}
