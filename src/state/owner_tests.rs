@@ -340,14 +340,13 @@ impl Counted {
 
     /// Pings the published snapshot has counted as run and skipped.
     fn pings(&self) -> (u64, u64) {
+        pings_in(&self.snaps.borrow())
+    }
+
+    /// The published reason of the one server.
+    fn reason(&self) -> Option<Reason> {
         let snap = self.snaps.borrow();
-        let series = &snap.servers.get("a").expect("published").series;
-        let ping = |c: &crate::state::series::Counters<ProbeKind>| {
-            (c.iter())
-                .find(|(k, _)| *k == ProbeKind::Ping)
-                .map_or(0, |(_, n)| *n)
-        };
-        (ping(&series.probes), ping(&series.probes_skipped))
+        snap.servers.get("a").map(|r| r.status.reason)
     }
 
     /// Whether the owner stays asleep for the next `long`.
@@ -361,6 +360,17 @@ impl Counted {
         self.cancel.cancel();
         self.task.await.expect("owner ends");
     }
+}
+
+/// Pings `snap` counts as run and skipped for the one server.
+fn pings_in(snap: &Snapshot) -> (u64, u64) {
+    let series = &snap.servers.get("a").expect("published").series;
+    let ping = |c: &crate::state::series::Counters<ProbeKind>| {
+        (c.iter())
+            .find(|(k, _)| *k == ProbeKind::Ping)
+            .map_or(0, |(_, n)| *n)
+    };
+    (ping(&series.probes), ping(&series.probes_skipped))
 }
 
 /// A probe is one message, its result, and it is not news: with nobody
@@ -390,13 +400,7 @@ async fn a_probe_is_published_when_read_and_leaves_no_wake_up_behind() {
         "a probe that changes no verdict was published unasked"
     );
     let read = owner.reader.current().await;
-    let ping = |c: &crate::state::series::Counters<ProbeKind>| {
-        (c.iter())
-            .find(|(k, _)| *k == ProbeKind::Ping)
-            .map(|(_, n)| *n)
-    };
-    let series = &read.servers.get("a").expect("published").series;
-    assert_eq!(ping(&series.probes), Some(2), "the ask gets the probe");
+    assert_eq!(pings_in(&read), (2, 0), "the ask gets the probe");
     assert!(
         owner.snaps.has_changed().expect("owner runs"),
         "and publishes it"
@@ -420,24 +424,13 @@ async fn news_is_published_within_the_publish_period_unasked() {
         was_open: true,
         said_why: false,
     };
-    let before = owner
-        .snaps
-        .borrow()
-        .servers
-        .get("a")
-        .map(|r| r.status.reason);
+    let before = owner.reason();
     owner.tell(Msg::Server("a".into(), down)).await;
     tokio::time::timeout(PUBLISH_EVERY, owner.snaps.changed())
         .await
         .expect("published within the publish period")
         .expect("owner runs");
-    let after = owner
-        .snaps
-        .borrow()
-        .servers
-        .get("a")
-        .map(|r| r.status.reason);
-    assert_ne!(after, before);
+    assert_ne!(owner.reason(), before);
     owner.stop().await;
 }
 
