@@ -25,7 +25,11 @@ pub enum RunState {
 pub struct Sample {
     /// State of the leader.
     pub state: RunState,
-    /// User plus system CPU time of the whole tree.
+    /// User plus system CPU time of the whole tree, with what its exited
+    /// and reaped descendants used: the sum never falls when one exits,
+    /// and a start that runs short-lived commands (a shell's loop, a
+    /// package manager's steps) reads as busy even when no sample catches
+    /// one of them alive.
     pub cpu: Duration,
     /// Resident memory of the whole tree, in bytes.
     pub rss_bytes: u64,
@@ -36,7 +40,8 @@ pub struct Sample {
 struct Stat {
     /// State letter (R, S, D, T, t, Z, …).
     state: char,
-    /// utime + stime, in clock ticks.
+    /// utime + stime, and cutime + cstime (its reaped children's), in
+    /// clock ticks.
     cpu_ticks: u64,
     /// Resident set size, in pages.
     rss_pages: u64,
@@ -57,7 +62,10 @@ fn read_stat(pid: u32) -> Option<Stat> {
         .ok()?;
     Some(Stat {
         state: st.state,
-        cpu_ticks: st.utime + st.stime,
+        cpu_ticks: st.utime
+            + st.stime
+            + u64::try_from(st.cutime).unwrap_or(0)
+            + u64::try_from(st.cstime).unwrap_or(0),
         rss_pages: st.rss,
     })
 }
@@ -127,6 +135,49 @@ mod tests {
         assert_eq!(run_state('T'), RunState::Stopped);
         assert_eq!(run_state('t'), RunState::Stopped);
         assert_eq!(run_state('Z'), RunState::Zombie);
+    }
+
+    /// A child that burns CPU, exits and is reaped still counts: the
+    /// tree's CPU after it is gone is no less than while it ran.
+    #[test]
+    fn a_reaped_childs_cpu_stays_in_the_tree() {
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", "timeout 1 sh -c 'while :; do :; done'; sleep 30"])
+            .spawn()
+            .expect("spawn sh");
+        let pid = shell.id();
+        let alive = |pid: u32| {
+            let mut ids = Vec::new();
+            children(pid, &mut ids);
+            ids
+        };
+        let started = std::time::Instant::now();
+        let mut burning = Duration::ZERO;
+        let mut gone = None;
+        while started.elapsed() < Duration::from_secs(10) {
+            let s = sample(pid).expect("shell alive");
+            let kids = alive(pid);
+            // The burner's `timeout` is gone and `sleep` has taken its place.
+            let only_sleep = kids.len() == 1
+                && std::fs::read_to_string(format!("/proc/{}/comm", kids[0]))
+                    .is_ok_and(|c| c.trim() == "sleep");
+            if only_sleep && burning > Duration::ZERO {
+                gone = Some(s.cpu);
+                break;
+            }
+            if !only_sleep {
+                burning = burning.max(s.cpu);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = shell.kill();
+        let _ = shell.wait();
+        let gone = gone.expect("the burner ran and exited within 10 s");
+        assert!(
+            burning >= Duration::from_millis(50),
+            "it burned {burning:?}"
+        );
+        assert!(gone >= burning, "{gone:?} after, {burning:?} while it ran");
     }
 
     #[test]
