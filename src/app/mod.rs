@@ -183,7 +183,10 @@ impl Service {
         let http = crate::transport::Http::shared()?;
         let cancel = CancellationToken::new();
         let (fleet_tx, fleet_rx) = mpsc::channel(4096);
-        let (snap_tx, snap_rx) = state::reader::channel();
+        // What only counts is published for readers that cannot ask: OTLP's
+        // observers, read once per export.
+        let unasked = options.otlp.as_ref().map(|o| o.interval);
+        let (snap_tx, snap_rx) = state::reader::channel(unasked);
         let shard = options.shard;
         let otlp = start_otlp(options.otlp.as_ref(), &snap_rx, &metrics)?;
         let owner = start_owner(

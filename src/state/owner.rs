@@ -13,8 +13,10 @@
 //! Publishing is driven by messages and by readers: news (a verdict, a
 //! reason, a window, a server come or gone) is published within
 //! [`PUBLISH_EVERY`], and what only counts waits for a reader's ask (see
-//! [`super::reader`]) or [`QUIET_LAG`]. An idle fleet wakes the owner for
-//! nothing, and a probe is one message, its answer or its lateness.
+//! [`super::reader`]), or for as long as readers that cannot ask allow
+//! ([`Publisher::unasked`]; with none, it waits). An idle fleet wakes the
+//! owner for nothing, and a probe is one message, its answer or its
+//! lateness.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,25 +42,26 @@ use crate::config::{FleetPolicy, ServerSpec, TransportSpec};
 /// Longest delay between a change and its appearance in snapshots.
 pub const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
-/// Longest delay for a change that is not news (a probe's time and
-/// latency, its counters, a tick skipped) when no reader asks: readers that
-/// ask get it at once; this bounds what OTLP's observers, which cannot ask,
-/// see. A record is copied out of the owner's hands at each publish after
-/// it changed, so the lag is what spares a copy per probe.
-pub const QUIET_LAG: Duration = Duration::from_secs(30);
-
 /// Where the owner's timer waits when nothing is due: far enough that it
 /// never fires, near enough that no clock arithmetic overflows.
 const NOTHING_DUE: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// By when a change applied at `now` must be published: news within
-/// [`PUBLISH_EVERY`] of the last publish, the rest within [`QUIET_LAG`]
-/// unless a reader asks first.
-fn publish_by(news: bool, now: Instant, last_publish: Instant) -> Instant {
+/// By when a change applied at `now` must be published, if at all
+/// unasked: news within [`PUBLISH_EVERY`] of the last publish; the rest
+/// within `unasked`, when readers that cannot ask need it (see
+/// [`Publisher::unasked`]). A record is copied out of the owner's hands by
+/// the first write after each publish that shares it, so publishing what
+/// only counts no more often than it is read spares a copy per probe.
+fn publish_by(
+    news: bool,
+    now: Instant,
+    last_publish: Instant,
+    unasked: Option<Duration>,
+) -> Option<Instant> {
     if news {
-        (last_publish + PUBLISH_EVERY).max(now)
+        Some((last_publish + PUBLISH_EVERY).max(now))
     } else {
-        now + QUIET_LAG
+        unasked.map(|lag| now + lag)
     }
 }
 
@@ -98,7 +101,8 @@ impl Owner {
 
     /// Apply one message at `now`; whether it is news: a server come or
     /// gone, or its verdict, reason or window changed (published within
-    /// [`PUBLISH_EVERY`]; the rest waits for a reader or [`QUIET_LAG`]).
+    /// [`PUBLISH_EVERY`]; the rest waits for a reader's ask, or as long as
+    /// [`Publisher::unasked`] allows).
     pub fn apply(&mut self, msg: Msg, now: Instant) -> bool {
         match msg {
             Msg::Add { spec, stuck } => self.add(&spec, stuck, now),
@@ -263,11 +267,14 @@ pub async fn run(
     let Publisher {
         published: tx,
         mut asks,
+        unasked,
     } = out;
     let started = Instant::now();
     let mut owner = Owner::new(policy, expected).with_operations(ops);
     let mut last_publish = started;
-    // A change waiting to be published, and when it will be.
+    // Whether something applied is not published yet, and by when it
+    // must be unasked.
+    let mut dirty = true;
     let mut publish_at: Option<Instant> = Some(started);
     // One timer and one cancellation waiter for the owner's life: built
     // afresh on every wake-up, each would register with the runtime and
@@ -304,10 +311,10 @@ pub async fn run(
         tokio::select! {
             biased;
             Some(ask) = asks.recv() => {
-                if publish_at.is_some() {
+                if dirty {
                     tx.send_replace(owner.publish());
                     last_publish = Instant::now();
-                    publish_at = None;
+                    (dirty, publish_at) = (false, None);
                 }
                 // Every ask queued meanwhile gets the same answer.
                 let snap = tx.borrow().clone();
@@ -325,25 +332,27 @@ pub async fn run(
                 while let Ok(msg) = rx.try_recv() {
                     news |= owner.apply(msg, now);
                 }
-                let by = publish_by(news, now, last_publish);
-                publish_at = Some(publish_at.map_or(by, |at| at.min(by)));
+                dirty = true;
+                if let Some(by) = publish_by(news, now, last_publish, unasked) {
+                    publish_at = Some(publish_at.map_or(by, |at| at.min(by)));
+                }
             }
             () = &mut timer, if wake.is_some() => {}
             () = &mut cancelled => break,
         }
         let now = Instant::now();
         if owner.check_ready(started, grace, now) {
-            publish_at = Some(now);
+            (dirty, publish_at) = (true, Some(now));
         }
         if publish_at.is_some_and(|at| at <= now) {
             tx.send_replace(owner.publish());
             last_publish = now;
-            publish_at = None;
+            (dirty, publish_at) = (false, None);
         }
     }
     // What was applied and not yet published is the last word readers see
     // (the history's final flush among them).
-    if publish_at.is_some() {
+    if dirty {
         tx.send_replace(owner.publish());
     }
 }

@@ -291,10 +291,23 @@ struct Counted {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// How far behind a reader that cannot ask may be, as OTLP's export
+/// interval sets it.
+const EXPORT: Duration = Duration::from_secs(30);
+
+/// The server's ping answered.
+fn ping() -> Observation {
+    Observation::Probe {
+        outcome: answered(ProbeKind::Ping, 3),
+        was_late: false,
+    }
+}
+
 impl Counted {
-    async fn start() -> Counted {
+    /// Started with `unasked` as [`Publisher::unasked`].
+    async fn start(unasked: Option<Duration>) -> Counted {
         let (say, rx) = mpsc::channel(16);
-        let (publisher, reader) = crate::state::reader::channel();
+        let (publisher, reader) = crate::state::reader::channel(unasked);
         let snaps = publisher.published.subscribe();
         let cancel = CancellationToken::new();
         let polls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -328,6 +341,23 @@ impl Counted {
         tokio::time::sleep(Duration::from_secs(2)).await;
         counted.snaps.mark_unchanged();
         counted
+    }
+
+    /// The first ping answered: the first verdict, news, published.
+    async fn judged(&mut self) {
+        self.tell(Msg::Server("a".into(), ping())).await;
+        tokio::time::timeout(PUBLISH_EVERY, self.snaps.changed())
+            .await
+            .expect("the first verdict published within the publish period")
+            .expect("owner runs");
+        self.snaps.mark_unchanged();
+    }
+
+    /// Whether nothing is published for the next `long`.
+    async fn unpublished_for(&mut self, long: Duration) -> bool {
+        tokio::time::timeout(long, self.snaps.changed())
+            .await
+            .is_err()
     }
 
     async fn tell(&mut self, msg: Msg) {
@@ -373,30 +403,19 @@ fn pings_in(snap: &Snapshot) -> (u64, u64) {
     (ping(&series.probes), ping(&series.probes_skipped))
 }
 
-/// A probe is one message, its result, and it is not news: with nobody
-/// asking it waits (its record is not copied out of the owner's hands per
-/// probe), and a reader's ask gets it at once. Nothing is left behind to
-/// wake the owner after, the quiet deadline included. (A probe's start was
-/// a message of its own once, and arming a timer for it woke an idle
-/// runtime's parked driver about one probe in four.)
+/// A probe is one message, its result, and it is not news: unasked it
+/// waits (its record is not copied out of the owner's hands per probe),
+/// and a reader's ask gets it at once. Nothing is left behind to wake the
+/// owner after, the deadline for readers that cannot ask included. (A
+/// probe's start was a message of its own once, and arming a timer for it
+/// woke an idle runtime's parked driver about one probe in four.)
 #[tokio::test(start_paused = true)]
 async fn a_probe_is_published_when_read_and_leaves_no_wake_up_behind() {
-    let mut owner = Counted::start().await;
-    let probe = || Observation::Probe {
-        outcome: answered(ProbeKind::Ping, 3),
-        was_late: false,
-    };
-    // The first answer is the first verdict: news.
-    owner.tell(Msg::Server("a".into(), probe())).await;
-    tokio::time::timeout(PUBLISH_EVERY, owner.snaps.changed())
-        .await
-        .expect("the first verdict published within the publish period")
-        .expect("owner runs");
-    owner.snaps.mark_unchanged();
-    owner.tell(Msg::Server("a".into(), probe())).await;
-    let unasked = tokio::time::timeout(Duration::from_secs(1), owner.snaps.changed()).await;
+    let mut owner = Counted::start(Some(EXPORT)).await;
+    owner.judged().await;
+    owner.tell(Msg::Server("a".into(), ping())).await;
     assert!(
-        unasked.is_err(),
+        owner.unpublished_for(Duration::from_secs(1)).await,
         "a probe that changes no verdict was published unasked"
     );
     let read = owner.reader.current().await;
@@ -407,7 +426,7 @@ async fn a_probe_is_published_when_read_and_leaves_no_wake_up_behind() {
     );
     assert_eq!(owner.pings(), (2, 0));
     assert!(
-        owner.sleeps_through(QUIET_LAG * 2).await,
+        owner.sleeps_through(EXPORT * 2).await,
         "the owner woke with nothing to do"
     );
     owner.stop().await;
@@ -417,7 +436,7 @@ async fn a_probe_is_published_when_read_and_leaves_no_wake_up_behind() {
 /// session lost changes the server's reason (and its verdict, in time).
 #[tokio::test(start_paused = true)]
 async fn news_is_published_within_the_publish_period_unasked() {
-    let mut owner = Counted::start().await;
+    let mut owner = Counted::start(None).await;
     let down = Observation::Down {
         loss: Loss::Link(LinkFailure::Exited),
         detail: "gone".into(),
@@ -434,36 +453,48 @@ async fn news_is_published_within_the_publish_period_unasked() {
     owner.stop().await;
 }
 
-/// With nobody asking, a probe's count is published within
-/// [`QUIET_LAG`], for the readers that cannot ask.
+/// With a reader that cannot ask, a probe's count unread is published
+/// within the lag that reader allows.
 #[tokio::test(start_paused = true)]
-async fn an_unread_probe_is_published_within_the_quiet_lag() {
-    let mut owner = Counted::start().await;
-    let probe = Observation::Probe {
-        outcome: answered(ProbeKind::Ping, 3),
-        was_late: false,
-    };
-    owner.tell(Msg::Server("a".into(), probe)).await;
-    tokio::time::timeout(QUIET_LAG + Duration::from_millis(1), owner.snaps.changed())
+async fn an_unread_probe_is_published_within_the_lag_a_passive_reader_allows() {
+    let mut owner = Counted::start(Some(EXPORT)).await;
+    owner.judged().await;
+    owner.tell(Msg::Server("a".into(), ping())).await;
+    assert!(owner.unpublished_for(Duration::from_secs(1)).await);
+    tokio::time::timeout(EXPORT, owner.snaps.changed())
         .await
         .expect("published within the lag")
         .expect("owner runs");
-    assert_eq!(owner.pings(), (1, 0));
+    assert_eq!(owner.pings(), (2, 0));
     owner.stop().await;
 }
 
-/// A skipped tick has no result to ride with: it is published on its
-/// own, within [`QUIET_LAG`], and the owner sleeps after.
+/// When every reader asks, a probe's count is published only when read:
+/// the owner sleeps, and the record stays its own.
 #[tokio::test(start_paused = true)]
-async fn a_skipped_tick_is_published_within_the_quiet_lag() {
-    let mut owner = Counted::start().await;
+async fn with_every_reader_asking_an_unread_probe_is_never_published() {
+    let mut owner = Counted::start(None).await;
+    owner.judged().await;
+    owner.tell(Msg::Server("a".into(), ping())).await;
+    assert!(owner.unpublished_for(Duration::from_secs(3600)).await);
+    assert!(owner.sleeps_through(Duration::from_secs(3600)).await);
+    let read = owner.reader.current().await;
+    assert_eq!(pings_in(&read), (2, 0));
+    owner.stop().await;
+}
+
+/// A skipped tick is not news either: with a reader that cannot ask, it
+/// is published within that reader's lag, and the owner sleeps after.
+#[tokio::test(start_paused = true)]
+async fn a_skipped_tick_is_published_within_the_lag_a_passive_reader_allows() {
+    let mut owner = Counted::start(Some(EXPORT)).await;
     owner
         .tell(Msg::Server(
             "a".into(),
             Observation::Skipped(ProbeKind::Ping),
         ))
         .await;
-    tokio::time::timeout(QUIET_LAG + Duration::from_millis(1), owner.snaps.changed())
+    tokio::time::timeout(EXPORT + Duration::from_millis(1), owner.snaps.changed())
         .await
         .expect("published within the lag")
         .expect("owner runs");

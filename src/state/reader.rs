@@ -9,7 +9,7 @@
 //! Readers that can wait (every HTTP handler, the history) ask with
 //! [`Reader::current`]; the owner answers between two messages. Readers
 //! that cannot (OTLP's observers, called inside its SDK) take
-//! [`Reader::published`], at most [`super::owner::QUIET_LAG`] behind.
+//! [`Reader::published`], at most [`Publisher::unasked`] behind.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +37,10 @@ pub struct Publisher {
     pub published: watch::Sender<Arc<Snapshot>>,
     /// Readers asking for the state of the moment.
     pub asks: mpsc::Receiver<Ask>,
+    /// How far behind what only counts may be in the published snapshot:
+    /// set when some reader cannot ask (OTLP's observers, read once per
+    /// export); with none, it is published only when asked for or with news.
+    pub unasked: Option<Duration>,
 }
 
 /// A reader's end, cheap to clone: one per handler, per task.
@@ -47,14 +51,16 @@ pub struct Reader {
 }
 
 /// A publisher and the reader of what it publishes, starting from an empty
-/// snapshot (no server, not ready, generation 0).
-pub fn channel() -> (Publisher, Reader) {
+/// snapshot (no server, not ready, generation 0); `unasked` as in
+/// [`Publisher::unasked`].
+pub fn channel(unasked: Option<Duration>) -> (Publisher, Reader) {
     let (tx, rx) = watch::channel(Arc::new(Snapshot::default()));
     let (ask_tx, ask_rx) = mpsc::channel(ASKS_QUEUED);
     (
         Publisher {
             published: tx,
             asks: ask_rx,
+            unasked,
         },
         Reader {
             published: rx,
@@ -65,7 +71,7 @@ pub fn channel() -> (Publisher, Reader) {
 
 impl Reader {
     /// The snapshot last published: news within the owner's publish period,
-    /// counters within its quiet lag. For readers that cannot wait.
+    /// counters within [`Publisher::unasked`]. For readers that cannot wait.
     pub fn published(&self) -> Arc<Snapshot> {
         self.published.borrow().clone()
     }
@@ -93,7 +99,7 @@ mod tests {
     /// within the bound.
     #[tokio::test(start_paused = true)]
     async fn a_reader_with_no_answer_takes_the_published_snapshot() {
-        let (publisher, reader) = channel();
+        let (publisher, reader) = channel(None);
         let snap = Snapshot {
             generation: 7,
             ..Snapshot::default()
@@ -109,7 +115,7 @@ mod tests {
     /// An answer is what the reader gets, not the published snapshot.
     #[tokio::test]
     async fn a_reader_gets_the_answer() {
-        let (mut publisher, reader) = channel();
+        let (mut publisher, reader) = channel(None);
         let answer = tokio::spawn(async move {
             let ask = publisher.asks.recv().await.expect("asked");
             let snap = Snapshot {

@@ -51,7 +51,7 @@ impl Harness {
     fn start(spec: ServerSpec, script: Script) -> Harness {
         let start = Instant::now();
         let (tx, rx) = mpsc::channel(1024);
-        let (snap_tx, snaps) = crate::state::reader::channel();
+        let (snap_tx, snaps) = crate::state::reader::channel(None);
         let cancel = CancellationToken::new();
         tokio::spawn(owner::run(
             rx,
@@ -494,7 +494,7 @@ async fn herd(concurrency: usize, settle: Duration) -> (usize, usize, usize) {
     )
     .expect("valid");
     let (tx, rx) = mpsc::channel(4096);
-    let (snap_tx, snaps) = crate::state::reader::channel();
+    let (snap_tx, snaps) = crate::state::reader::channel(None);
     let cancel = CancellationToken::new();
     tokio::spawn(owner::run(
         rx,
@@ -566,7 +566,7 @@ async fn a_three_second_handshake_never_reads_slow() {
     };
     let start = Instant::now();
     let (tx, rx) = mpsc::channel(1024);
-    let (snap_tx, snaps) = crate::state::reader::channel();
+    let (snap_tx, snaps) = crate::state::reader::channel(None);
     let cancel = CancellationToken::new();
     tokio::spawn(owner::run(
         rx,

@@ -82,7 +82,7 @@ fn collect(
     exporter: &InMemoryMetricExporter,
     owner: &mut Owner,
 ) -> Vec<(String, Vec<(String, String)>)> {
-    let (publisher, reader) = crate::state::reader::channel();
+    let (publisher, reader) = crate::state::reader::channel(None);
     publisher.published.send_replace(owner.publish());
     observe_judgment(&provider.meter("judgment"), &reader);
     provider.force_flush().expect("flush");
