@@ -22,14 +22,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::entry::Entry;
 use super::evidence::Tracker;
 use super::operations::Operations;
-use super::reader::Publisher;
+use super::reader::{Ask, Publisher};
 use super::series::Series;
 use super::servers::Slot;
 use super::snapshot::{ServerRecord, Snapshot, Summary};
@@ -252,6 +252,46 @@ fn log_transition(id: &str, t: Transition, detail: &str) {
     );
 }
 
+/// What the owner owes its readers: whether something applied is not
+/// published yet, and by when it must be unasked.
+struct Outbox {
+    tx: watch::Sender<Arc<Snapshot>>,
+    unasked: Option<Duration>,
+    last: Instant,
+    dirty: bool,
+    due: Option<Instant>,
+}
+
+impl Outbox {
+    /// Messages were applied at `now`; `news` if any of them was.
+    fn applied(&mut self, news: bool, now: Instant) {
+        self.dirty = true;
+        if let Some(by) = publish_by(news, now, self.last, self.unasked) {
+            self.due = Some(self.due.map_or(by, |at| at.min(by)));
+        }
+    }
+
+    /// Publish whatever is unpublished, now.
+    fn flush(&mut self, owner: &mut Owner, now: Instant) {
+        if self.dirty {
+            self.tx.send_replace(owner.publish());
+            self.last = now;
+        }
+        (self.dirty, self.due) = (false, None);
+    }
+
+    /// Answer `ask`, and every ask queued behind it, with everything
+    /// applied so far.
+    fn answer(&mut self, ask: Ask, queued: &mut mpsc::Receiver<Ask>, owner: &mut Owner) {
+        self.flush(owner, Instant::now());
+        let snap = self.tx.borrow().clone();
+        let _ = ask.send(snap.clone());
+        while let Ok(ask) = queued.try_recv() {
+            let _ = ask.send(snap.clone());
+        }
+    }
+}
+
 /// Run the state owner until cancelled, publishing through `out` and
 /// answering its readers' asks. `grace` bounds how long `/-/ready` waits
 /// for first verdicts.
@@ -264,18 +304,16 @@ pub async fn run(
     ops: Option<Arc<dyn Operations>>,
     cancel: CancellationToken,
 ) {
-    let Publisher {
-        published: tx,
-        mut asks,
-        unasked,
-    } = out;
     let started = Instant::now();
     let mut owner = Owner::new(policy, expected).with_operations(ops);
-    let mut last_publish = started;
-    // Whether something applied is not published yet, and by when it
-    // must be unasked.
-    let mut dirty = true;
-    let mut publish_at: Option<Instant> = Some(started);
+    let mut asks = out.asks;
+    let mut outbox = Outbox {
+        tx: out.published,
+        unasked: out.unasked,
+        last: started,
+        dirty: true,
+        due: Some(started),
+    };
     // One timer and one cancellation waiter for the owner's life: built
     // afresh on every wake-up, each would register with the runtime and
     // deregister again, once or twice per probe of the fleet. The timer
@@ -290,7 +328,7 @@ pub async fn run(
     tokio::pin!(timer);
     loop {
         let ready_at = (!owner.snap.ready).then_some(started + grace);
-        let wake = [publish_at, ready_at].into_iter().flatten().min();
+        let wake = [outbox.due, ready_at].into_iter().flatten().min();
         match wake {
             Some(at) if timer.deadline() != at => timer.as_mut().reset(at),
             // Measured from now, not from the start: a process up longer
@@ -311,17 +349,7 @@ pub async fn run(
         tokio::select! {
             biased;
             Some(ask) = asks.recv() => {
-                if dirty {
-                    tx.send_replace(owner.publish());
-                    last_publish = Instant::now();
-                    (dirty, publish_at) = (false, None);
-                }
-                // Every ask queued meanwhile gets the same answer.
-                let snap = tx.borrow().clone();
-                let _ = ask.send(snap.clone());
-                while let Ok(ask) = asks.try_recv() {
-                    let _ = ask.send(snap.clone());
-                }
+                outbox.answer(ask, &mut asks, &mut owner);
                 continue;
             }
             msg = rx.recv() => {
@@ -332,29 +360,23 @@ pub async fn run(
                 while let Ok(msg) = rx.try_recv() {
                     news |= owner.apply(msg, now);
                 }
-                dirty = true;
-                if let Some(by) = publish_by(news, now, last_publish, unasked) {
-                    publish_at = Some(publish_at.map_or(by, |at| at.min(by)));
-                }
+                outbox.applied(news, now);
             }
             () = &mut timer, if wake.is_some() => {}
             () = &mut cancelled => break,
         }
         let now = Instant::now();
         if owner.check_ready(started, grace, now) {
-            (dirty, publish_at) = (true, Some(now));
+            // Readiness is published at once, not within the period.
+            (outbox.dirty, outbox.due) = (true, Some(now));
         }
-        if publish_at.is_some_and(|at| at <= now) {
-            tx.send_replace(owner.publish());
-            last_publish = now;
-            (dirty, publish_at) = (false, None);
+        if outbox.due.is_some_and(|at| at <= now) {
+            outbox.flush(&mut owner, now);
         }
     }
     // What was applied and not yet published is the last word readers see
     // (the history's final flush among them).
-    if dirty {
-        tx.send_replace(owner.publish());
-    }
+    outbox.flush(&mut owner, Instant::now());
 }
 
 /// The window `status`'s server is in now, if one is open.
