@@ -213,12 +213,6 @@ impl Owner {
         false
     }
 
-    /// The snapshot of this moment, numbered as the last published: with
-    /// nothing unpublished it says what that one said.
-    fn current(&self) -> Arc<Snapshot> {
-        Arc::new(self.snap.clone())
-    }
-
     /// The next snapshot (numbered one higher than the last). Records
     /// are shared with it until written, so the first write after it
     /// copies its server's record.
@@ -277,32 +271,20 @@ impl Outbox {
         }
     }
 
-    /// Publish whatever is unpublished, now. The snapshot is kept with
-    /// its servers only for readers that cannot ask: otherwise its records
-    /// would stay shared, and each be copied by the owner's next write to
-    /// it and held twice until the next publish.
+    /// Publish whatever is unpublished, now.
     fn flush(&mut self, owner: &mut Owner, now: Instant) {
         if self.dirty {
-            let snap = owner.publish();
-            let kept = match self.unasked {
-                Some(_) => snap,
-                None => Arc::new(Snapshot {
-                    servers: Default::default(),
-                    ..Snapshot::clone(&snap)
-                }),
-            };
-            self.tx.send_replace(kept);
+            self.tx.send_replace(owner.publish());
             self.last = now;
         }
         (self.dirty, self.due) = (false, None);
     }
 
     /// Answer `ask`, and every ask queued behind it, with everything
-    /// applied so far. The answer shares the records only while readers
-    /// hold it (a scrape's render, a history flush).
+    /// applied so far.
     fn answer(&mut self, ask: Ask, queued: &mut mpsc::Receiver<Ask>, owner: &mut Owner) {
         self.flush(owner, Instant::now());
-        let snap = owner.current();
+        let snap = self.tx.borrow().clone();
         let _ = ask.send(snap.clone());
         while let Ok(ask) = queued.try_recv() {
             let _ = ask.send(snap.clone());

@@ -9,10 +9,7 @@
 //! Readers that can wait (every HTTP handler, the history) ask with
 //! [`Reader::current`]; the owner answers between two messages. Readers
 //! that cannot (OTLP's observers, called inside its SDK) take
-//! [`Reader::published`], at most [`Publisher::unasked`] behind. Without
-//! such readers the snapshot kept published holds no servers: one that did
-//! would share every record, and the owner's next write to each would copy
-//! it, every record held twice until the next read.
+//! [`Reader::published`], at most [`Publisher::unasked`] behind.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,8 +39,7 @@ pub struct Publisher {
     pub asks: mpsc::Receiver<Ask>,
     /// How far behind what only counts may be in the published snapshot:
     /// set when some reader cannot ask (OTLP's observers, read once per
-    /// export); with none, it is published only when asked for or with news,
-    /// and the snapshot kept published holds no servers.
+    /// export); with none, it is published only when asked for or with news.
     pub unasked: Option<Duration>,
 }
 
@@ -76,9 +72,6 @@ pub fn channel(unasked: Option<Duration>) -> (Publisher, Reader) {
 impl Reader {
     /// The snapshot last published: news within the owner's publish period,
     /// counters within [`Publisher::unasked`]. For readers that cannot wait.
-    /// Its servers are there only when the channel was made with
-    /// `unasked` (for such readers); the fleet's fields (readiness, counts,
-    /// generation) always are.
     pub fn published(&self) -> Arc<Snapshot> {
         self.published.borrow().clone()
     }

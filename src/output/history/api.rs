@@ -43,7 +43,7 @@ pub async fn history(
                 .into_response();
         }
     };
-    let watched = fleet.current().await.servers.contains_key(id.as_str());
+    let watched = fleet.published().servers.contains_key(id.as_str());
     match history.read(&id, window, &asked).await {
         Ok(read) if watched || !read.rows.is_empty() => Json(read).into_response(),
         Ok(_) => (StatusCode::NOT_FOUND, "no such server\n").into_response(),
