@@ -138,11 +138,12 @@ struct Rendered<T> {
 
 impl<T: Clone> SharedRender<T> {
     /// The text for a scrape that `arrived` at some instant: a render that
-    /// began after it arrived (as fresh as its own would be), or one of the
-    /// same key (snapshot generation, metrics version) younger than
-    /// [`RENDER_REUSE`]; otherwise a new one of the `current` (key,
-    /// snapshot), asked for once the renders before it are done. Renders
-    /// never run concurrently; those waiting get the result.
+    /// began after it arrived (as fresh as its own would be, taken without
+    /// asking for the state), or one of the same key (snapshot generation,
+    /// metrics version) younger than [`RENDER_REUSE`]; otherwise a new one
+    /// of the `current` (key, snapshot), asked for once the renders before
+    /// it are done. Renders never run concurrently; those waiting get the
+    /// result.
     pub async fn get<S, C, F>(
         &self,
         arrived: tokio::time::Instant,
@@ -154,12 +155,17 @@ impl<T: Clone> SharedRender<T> {
         F: Future<Output = Option<T>>,
     {
         let mut last = self.last.lock().await;
+        // A render that began after this request arrived is as fresh as its
+        // own would be: no need to ask for the state again.
+        if let Some(r) = last.as_ref().filter(|r| r.started >= arrived) {
+            return Some(r.text.clone());
+        }
         let (key, snapshot) = current().await;
-        if let Some(r) = last.as_ref() {
-            let recent = r.key == key && arrived < r.started + RENDER_REUSE;
-            if r.started >= arrived || recent {
-                return Some(r.text.clone());
-            }
+        if let Some(r) = last.as_ref()
+            && r.key == key
+            && arrived < r.started + RENDER_REUSE
+        {
+            return Some(r.text.clone());
         }
         let started = tokio::time::Instant::now();
         let text = render(snapshot).await?;
@@ -236,6 +242,30 @@ mod tests {
         // ...and so is the same one once the render is a second old.
         tokio::time::sleep(RENDER_REUSE).await;
         assert_eq!(scrape(&shared, &renders, 8).await, "generation 8 render 3");
+    }
+
+    /// Scrapes waiting for a render that began after they arrived take it
+    /// without asking for the state: one ask for them all.
+    #[tokio::test(start_paused = true)]
+    async fn scrapes_sharing_a_render_ask_once() {
+        let shared = SharedRender::default();
+        let asks = AtomicU32::new(0);
+        let scrape = || {
+            shared.get(
+                Instant::now(),
+                || async {
+                    asks.fetch_add(1, Ordering::SeqCst);
+                    ((1, 0), ())
+                },
+                |()| async {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    Some(axum::body::Bytes::from_static(b"rendered"))
+                },
+            )
+        };
+        let texts = futures::future::join_all((0..10).map(|_| scrape())).await;
+        assert!(texts.iter().all(|t| t.as_deref() == Some(&b"rendered"[..])));
+        assert_eq!(asks.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test(start_paused = true)]
