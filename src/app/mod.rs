@@ -187,6 +187,7 @@ impl Service {
         // observers, read once per export.
         let unasked = options.otlp.as_ref().map(|o| o.interval);
         let (snap_tx, snap_rx) = state::reader::channel(unasked);
+        metrics.count_stale_reads(snap_rx.stale_reads())?;
         let shard = options.shard;
         let otlp = start_otlp(options.otlp.as_ref(), &snap_rx, &metrics)?;
         let owner = start_owner(

@@ -12,8 +12,10 @@
 //! [`Reader::published`], at most [`Publisher::unasked`] behind.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::Snapshot;
@@ -48,6 +50,28 @@ pub struct Publisher {
 pub struct Reader {
     published: watch::Receiver<Arc<Snapshot>>,
     asks: mpsc::Sender<Ask>,
+    stale: Arc<StaleReads>,
+}
+
+/// Reads that asked and were served the snapshot last published instead,
+/// because the owner, running, did not answer: a sign of an owner too
+/// busy or stuck, which every page would otherwise hide. A read after
+/// the owner stopped (at shutdown) is not one.
+#[derive(Debug, Default)]
+pub struct StaleReads {
+    timeout: AtomicU64,
+    queue_full: AtomicU64,
+}
+
+impl StaleReads {
+    /// Each reason and its count: `timeout` (no answer within
+    /// [`ASK_WITHIN`]) and `queue_full` (too many asks waiting).
+    pub fn counts(&self) -> [(&'static str, u64); 2] {
+        [
+            ("timeout", self.timeout.load(Ordering::Relaxed)),
+            ("queue_full", self.queue_full.load(Ordering::Relaxed)),
+        ]
+    }
 }
 
 /// A publisher and the reader of what it publishes, starting from an empty
@@ -65,6 +89,7 @@ pub fn channel(unasked: Option<Duration>) -> (Publisher, Reader) {
         Reader {
             published: rx,
             asks: ask_tx,
+            stale: Arc::default(),
         },
     )
 }
@@ -81,13 +106,31 @@ impl Reader {
     /// answering within [`ASK_WITHIN`], or has too many asks queued.
     pub async fn current(&self) -> Arc<Snapshot> {
         let (tx, rx) = oneshot::channel();
-        if self.asks.try_send(tx).is_err() {
-            return self.published();
+        match self.asks.try_send(tx) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                self.stale.queue_full.fetch_add(1, Ordering::Relaxed);
+                return self.published();
+            }
+            Err(TrySendError::Closed(_)) => return self.published(),
         }
         match tokio::time::timeout(ASK_WITHIN, rx).await {
             Ok(Ok(snap)) => snap,
-            _ => self.published(),
+            Ok(Err(_)) => self.published(),
+            Err(_) => {
+                self.stale.timeout.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    waited_ms = ASK_WITHIN.as_millis() as u64,
+                    "the state owner did not answer; serving the snapshot last published"
+                );
+                self.published()
+            }
         }
+    }
+
+    /// The reads this reader and its clones served stale.
+    pub fn stale_reads(&self) -> Arc<StaleReads> {
+        self.stale.clone()
     }
 }
 
@@ -96,7 +139,8 @@ mod tests {
     use super::*;
 
     /// With no owner answering, a reader gets the published snapshot, and
-    /// within the bound.
+    /// within the bound; it counts as stale while the owner runs, not
+    /// once the owner is gone.
     #[tokio::test(start_paused = true)]
     async fn a_reader_with_no_answer_takes_the_published_snapshot() {
         let (publisher, reader) = channel(None);
@@ -108,8 +152,40 @@ mod tests {
         let started = tokio::time::Instant::now();
         assert_eq!(reader.current().await.generation, 7);
         assert!(started.elapsed() <= ASK_WITHIN);
+        let stale = reader.stale_reads();
+        assert_eq!(stale.counts(), [("timeout", 1), ("queue_full", 0)]);
         drop(publisher);
         assert_eq!(reader.current().await.generation, 7, "owner gone");
+        assert_eq!(stale.counts(), [("timeout", 1), ("queue_full", 0)]);
+    }
+
+    /// Past the asks that may wait, a reader takes the published snapshot
+    /// at once, and it counts.
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_past_a_full_queue_takes_the_published_snapshot_at_once() {
+        let (_publisher, reader) = channel(None);
+        let waiting: Vec<_> = (0..ASKS_QUEUED)
+            .map(|_| {
+                let reader = reader.clone();
+                tokio::spawn(async move { reader.current().await })
+            })
+            .collect();
+        // Until every waiting reader has asked (a bounded wait).
+        for _ in 0..ASKS_QUEUED * 4 {
+            if reader.asks.capacity() == 0 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(reader.asks.capacity(), 0, "the queue is full");
+        let started = tokio::time::Instant::now();
+        reader.current().await;
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        let counts = reader.stale_reads().counts();
+        assert_eq!(counts[1], ("queue_full", 1));
+        for w in waiting {
+            w.await.expect("joined");
+        }
     }
 
     /// An answer is what the reader gets, not the published snapshot.

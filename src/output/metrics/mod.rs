@@ -231,6 +231,23 @@ impl Metrics {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Count in `mcpmon_state_reads_stale_total{reason}` the reads that
+    /// `reads` saw served stale (see [`crate::state::reader::StaleReads`]).
+    pub fn count_stale_reads(
+        &self,
+        reads: std::sync::Arc<crate::state::reader::StaleReads>,
+    ) -> Result<(), prometheus::Error> {
+        let counter = prometheus::IntCounterVec::new(
+            opts(
+                "state_reads_stale_total",
+                "Reads of the fleet's state answered from the snapshot last published because the state owner did not answer: timeout (none within 500 ms), queue_full (too many reads waiting). Above 0, pages lag what mcpmon knows.",
+            ),
+            &["reason"],
+        )?;
+        self.registry
+            .register(Box::new(StaleReadsCollector { reads, counter }))
+    }
+
     /// Changes since start to what a render shows besides the snapshot
     /// (process metrics aside, which change all the time).
     pub fn version(&self) -> u64 {
@@ -263,6 +280,27 @@ impl Metrics {
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
         out.push_str(&String::from_utf8_lossy(&buf));
         out
+    }
+}
+
+/// `mcpmon_state_reads_stale_total`, read from the readers' counts at
+/// each scrape.
+struct StaleReadsCollector {
+    reads: std::sync::Arc<crate::state::reader::StaleReads>,
+    counter: prometheus::IntCounterVec,
+}
+
+impl prometheus::core::Collector for StaleReadsCollector {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        self.counter.desc()
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        for (reason, n) in self.reads.counts() {
+            let c = self.counter.with_label_values(&[reason]);
+            c.inc_by(n.saturating_sub(c.get()));
+        }
+        self.counter.collect()
     }
 }
 

@@ -481,3 +481,30 @@ fn the_availability_clocks_read_judged_time_and_the_down_part_of_it_at_the_scrap
     assert!((100.0..101.0).contains(&observed), "observed {observed}");
     assert!((40.0..41.0).contains(&down), "down {down}");
 }
+
+/// Reads served stale are counted by reason, each from zero: the count
+/// the readers keep, as it is at the scrape.
+#[tokio::test(start_paused = true)]
+async fn stale_reads_are_counted_from_zero_by_reason() {
+    let m = Metrics::new("test", Exposition::default()).expect("metrics");
+    let (publisher, reader) = crate::state::reader::channel(None);
+    m.count_stale_reads(reader.stale_reads())
+        .expect("registered");
+    let stale = |text: &str| lines(text, "mcpmon_state_reads_stale_total{");
+    let text = m.render(&Snapshot::default());
+    assert_eq!(
+        stale(&text),
+        [
+            "mcpmon_state_reads_stale_total{reason=\"queue_full\"} 0",
+            "mcpmon_state_reads_stale_total{reason=\"timeout\"} 0",
+        ]
+    );
+    // Nobody answers the ask: it waits its bound and takes the published.
+    reader.current().await;
+    let text = m.render(&Snapshot::default());
+    assert!(
+        stale(&text).contains(&"mcpmon_state_reads_stale_total{reason=\"timeout\"} 1".to_owned()),
+        "{text}"
+    );
+    drop(publisher);
+}
