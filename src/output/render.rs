@@ -201,18 +201,19 @@ mod tests {
         String::from_utf8(text.to_vec()).expect("utf-8")
     }
 
+    /// A render that takes a while, so that renders asked for together
+    /// overlap (a pool would run them on threads of their own): the thread
+    /// it ran on.
+    fn slow_render() -> std::thread::ThreadId {
+        std::thread::sleep(Duration::from_millis(20));
+        std::thread::current().id()
+    }
+
     /// Every render runs on the one render thread, whichever task asks;
     /// a render that panics answers `None` and leaves the thread serving.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn renders_share_one_thread_that_outlives_a_panic() {
-        // Each render takes a while, so renders asked for together overlap
-        // and a pool would run them on threads of their own.
-        let on = || {
-            off_worker(|| {
-                std::thread::sleep(Duration::from_millis(20));
-                std::thread::current().id()
-            })
-        };
+        let on = || off_worker(slow_render);
         let first = on().await.expect("rendered");
         assert_ne!(first, std::thread::current().id(), "off the caller");
         let panicked = off_worker(|| -> u8 { panic!("a render that fails") }).await;
