@@ -271,6 +271,12 @@ impl Outbox {
         }
     }
 
+    /// Something not applied through a message (readiness) must be
+    /// published at once.
+    fn due_now(&mut self, now: Instant) {
+        (self.dirty, self.due) = (true, Some(now));
+    }
+
     /// Publish whatever is unpublished, now.
     fn flush(&mut self, owner: &mut Owner, now: Instant) {
         if self.dirty {
@@ -368,7 +374,7 @@ pub async fn run(
         let now = Instant::now();
         if owner.check_ready(started, grace, now) {
             // Readiness is published at once, not within the period.
-            (outbox.dirty, outbox.due) = (true, Some(now));
+            outbox.due_now(now);
         }
         if outbox.due.is_some_and(|at| at <= now) {
             outbox.flush(&mut owner, now);
