@@ -360,6 +360,16 @@ class Mixin:
                   "Every OTLP {{ $labels.signal }} push in 15 minutes failed; probing goes on and /metrics is unaffected, "
                   "but the OTLP backend sees nothing new.",
                   self.runbook("mcpmonotlpexportfailing"), "15m"),
+            # One stale read is a moment's load (a herd of handshakes); a
+            # read served stale in every 5 minutes for 15 is a state owner
+            # that is stuck or cannot keep up, and pages that lag behind.
+            alert("McpmonStateReadsStale",
+                  f"sum by (job, instance) (rate({m('mcpmon_state_reads_stale_total')}[5m])) > 0",
+                  "warning",
+                  "mcpmon {{ $labels.instance }} serves its pages and /metrics from a stale snapshot",
+                  "Reads of the fleet's state have been answered from the last published snapshot, not by the "
+                  "state owner, for 15 minutes; what /metrics, /health and the pages show lags what mcpmon knows.",
+                  self.runbook("mcpmonstatereadsstale"), "15m"),
             alert("McpmonDiscoveryFailing",
                   f"increase({m('mcpmon_sd_refresh_failures_total')}[15m]) > 0",
                   "warning",
