@@ -158,7 +158,7 @@ pub async fn fleet(
     let arrived = tokio::time::Instant::now();
     let _admitted = match renders.admit() {
         Ok(p) => p,
-        Err(busy) => return *busy,
+        Err(busy) => return busy.into_response(),
     };
     let shard = ShardView {
         index: shard.index,
@@ -175,8 +175,9 @@ pub async fn fleet(
             |snap| off_worker(move || fleet_body(&snap, shard, q.summary)),
         )
         .await;
-    let Some((code, body)) = rendered else {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    let (code, body) = match rendered {
+        Ok(rendered) => rendered,
+        Err(failed) => return failed.into_response(),
     };
     (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }

@@ -8,6 +8,34 @@ use std::time::Duration;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+/// Why a whole-fleet page could not be rendered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RenderFailed {
+    /// As many requests wait for a render as may: answered 503 with
+    /// `Retry-After`, as overload is.
+    #[error("too many whole-fleet requests at once; try again")]
+    Busy,
+    /// The render panicked, or the render thread could not be started.
+    #[error("the page could not be rendered")]
+    Failed,
+}
+
+impl IntoResponse for RenderFailed {
+    fn into_response(self) -> Response {
+        match self {
+            RenderFailed::Busy => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(header::RETRY_AFTER, "1")],
+                format!("{self}\n"),
+            )
+                .into_response(),
+            RenderFailed::Failed => {
+                (StatusCode::INTERNAL_SERVER_ERROR, format!("{self}\n")).into_response()
+            }
+        }
+    }
+}
+
 /// Run a render of the whole fleet off the runtime's worker: at 10 000
 /// servers it takes tens of milliseconds, which would otherwise delay every
 /// probe answer waiting on that worker and distort its round trip.
@@ -18,51 +46,68 @@ use axum::response::{IntoResponse, Response};
 /// arena, so renders spread over them left a render's worth of pages
 /// behind in each (2.6 MB more resident per scrape at a thousand servers,
 /// up to one per arena). On one thread, each render reuses the last one's.
-/// `None` when the render panicked, or more renders are queued than
-/// requests may wait for them.
 pub(super) async fn off_worker<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
-) -> Option<T> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let job: Job = Box::new(move || {
-        // A request gone while its render waited needs none.
-        if !tx.is_closed() {
-            let _ = tx.send(f());
-        }
-    });
-    renderer()?.try_send(job).ok()?;
-    rx.await.ok()
+) -> Result<T, RenderFailed> {
+    static RENDERER: std::sync::OnceLock<Option<Renderer>> = std::sync::OnceLock::new();
+    RENDERER
+        .get_or_init(|| Renderer::start(MAX_FLEET_RENDERS))
+        .as_ref()
+        .ok_or(RenderFailed::Failed)?
+        .run(f)
+        .await
 }
 
 /// A render waiting for the render thread.
 type Job = Box<dyn FnOnce() + Send>;
 
-/// The render thread's queue, the thread started on first use; `None` if
-/// it could not be.
-fn renderer() -> Option<&'static std::sync::mpsc::SyncSender<Job>> {
-    static RENDERER: std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<Job>>> =
-        std::sync::OnceLock::new();
-    RENDERER
-        .get_or_init(|| {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(MAX_FLEET_RENDERS);
-            let started = std::thread::Builder::new()
-                .name("mcpmon-render".into())
-                .spawn(move || {
-                    for job in rx {
-                        // A panicking render drops its sender: its request
-                        // gets `None`, and the thread serves the next.
-                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-                    }
-                });
-            match started {
-                Ok(_) => Some(tx),
-                Err(e) => {
-                    tracing::error!(error = %e, "could not start the render thread");
-                    None
+/// A thread that runs renders one at a time, from a bounded queue.
+struct Renderer(std::sync::mpsc::SyncSender<Job>);
+
+impl Renderer {
+    /// The thread, with room for `queued` renders waiting; `None` if it
+    /// could not be started.
+    fn start(queued: usize) -> Option<Renderer> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(queued);
+        let started = std::thread::Builder::new()
+            .name("mcpmon-render".into())
+            .spawn(move || {
+                for job in rx {
+                    // A panicking render drops its sender: its request
+                    // is answered 500, and the thread serves the next.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
                 }
+            });
+        match started {
+            Ok(_) => Some(Renderer(tx)),
+            Err(e) => {
+                tracing::error!(error = %e, "could not start the render thread");
+                None
             }
-        })
-        .as_ref()
+        }
+    }
+
+    /// `f`'s result, run on the thread once the renders queued before it
+    /// are done. The queue is full only when requests that gave up left
+    /// their renders queued behind a slow one (admission holds the rest
+    /// back): [`RenderFailed::Busy`], as admission answers.
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, RenderFailed> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move || {
+            // A request gone while its render waited needs none.
+            if !tx.is_closed() {
+                let _ = tx.send(f());
+            }
+        });
+        self.0.try_send(job).map_err(|e| match e {
+            std::sync::mpsc::TrySendError::Full(_) => RenderFailed::Busy,
+            std::sync::mpsc::TrySendError::Disconnected(_) => RenderFailed::Failed,
+        })?;
+        rx.await.map_err(|_| RenderFailed::Failed)
+    }
 }
 
 /// How old a render may be and still answer a scrape of the same snapshot
@@ -99,19 +144,13 @@ impl Default for Renders {
 }
 
 impl Renders {
-    /// A place among the requests for whole-fleet pages, or the 503 to
-    /// answer when they are all taken.
-    pub fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Box<Response>> {
-        self.admitted.clone().try_acquire_owned().map_err(|_| {
-            Box::new(
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    [(header::RETRY_AFTER, "1")],
-                    "too many whole-fleet requests at once; try again\n",
-                )
-                    .into_response(),
-            )
-        })
+    /// A place among the requests for whole-fleet pages, or
+    /// [`RenderFailed::Busy`] when they are all taken.
+    pub fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, RenderFailed> {
+        self.admitted
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| RenderFailed::Busy)
     }
 }
 
@@ -149,23 +188,23 @@ impl<T: Clone> SharedRender<T> {
         arrived: tokio::time::Instant,
         current: impl FnOnce() -> C,
         render: impl FnOnce(S) -> F,
-    ) -> Option<T>
+    ) -> Result<T, RenderFailed>
     where
         C: Future<Output = ((u64, u64), S)>,
-        F: Future<Output = Option<T>>,
+        F: Future<Output = Result<T, RenderFailed>>,
     {
         let mut last = self.last.lock().await;
         // A render that began after this request arrived is as fresh as its
         // own would be: no need to ask for the state again.
         if let Some(r) = last.as_ref().filter(|r| r.started >= arrived) {
-            return Some(r.text.clone());
+            return Ok(r.text.clone());
         }
         let (key, snapshot) = current().await;
         if let Some(r) = last.as_ref()
             && r.key == key
             && arrived < r.started + RENDER_REUSE
         {
-            return Some(r.text.clone());
+            return Ok(r.text.clone());
         }
         let started = tokio::time::Instant::now();
         let text = render(snapshot).await?;
@@ -174,7 +213,7 @@ impl<T: Clone> SharedRender<T> {
             key,
             text: text.clone(),
         });
-        Some(text)
+        Ok(text)
     }
 }
 
@@ -193,7 +232,7 @@ mod tests {
                 |g| async move {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     let n = renders.fetch_add(1, Ordering::SeqCst) + 1;
-                    Some(format!("generation {g} render {n}").into())
+                    Ok(format!("generation {g} render {n}").into())
                 },
             )
             .await
@@ -210,18 +249,46 @@ mod tests {
     }
 
     /// Every render runs on the one render thread, whichever task asks;
-    /// a render that panics answers `None` and leaves the thread serving.
+    /// a render that panics fails its own request and leaves the thread
+    /// serving.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn renders_share_one_thread_that_outlives_a_panic() {
         let on = || off_worker(slow_render);
         let first = on().await.expect("rendered");
         assert_ne!(first, std::thread::current().id(), "off the caller");
         let panicked = off_worker(|| -> u8 { panic!("a render that fails") }).await;
-        assert_eq!(panicked, None);
+        assert_eq!(panicked, Err(RenderFailed::Failed));
         let others = futures::future::join_all((0..4).map(|_| tokio::spawn(on()))).await;
         for other in others {
-            assert_eq!(other.expect("joined"), Some(first), "the same thread");
+            assert_eq!(other.expect("joined"), Ok(first), "the same thread");
         }
+    }
+
+    /// Renders queued past the queue's room are refused as overload (503),
+    /// not failed (500); those queued are served once the thread is free.
+    #[tokio::test]
+    async fn a_full_render_queue_answers_busy() {
+        let renderer = Renderer::start(1).expect("started");
+        let (free, held) = std::sync::mpsc::channel::<()>();
+        let (began_tx, began) = tokio::sync::oneshot::channel();
+        let running = renderer.run(move || {
+            let _ = began_tx.send(());
+            // Bounded: the test frees it below, or it gives up after 10 s.
+            let _ = held.recv_timeout(Duration::from_secs(10));
+        });
+        let mut running = std::pin::pin!(running);
+        assert!(futures::poll!(&mut running).is_pending(), "queued");
+        began.await.expect("the first render began");
+        // The thread is busy with the first: the second takes the room.
+        let mut queued = std::pin::pin!(renderer.run(|| 2));
+        assert!(futures::poll!(&mut queued).is_pending(), "queued");
+        assert_eq!(renderer.run(|| 3).await, Err(RenderFailed::Busy));
+        free.send(()).expect("the first render waits");
+        assert_eq!(running.await, Ok(()));
+        assert_eq!(queued.await, Ok(2));
+        let busy = RenderFailed::Busy.into_response();
+        assert_eq!(busy.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(busy.headers()[header::RETRY_AFTER], "1");
     }
 
     #[tokio::test(start_paused = true)]
@@ -260,12 +327,16 @@ mod tests {
                 },
                 |()| async {
                     tokio::time::sleep(Duration::from_millis(50)).await;
-                    Some(axum::body::Bytes::from_static(b"rendered"))
+                    Ok(axum::body::Bytes::from_static(b"rendered"))
                 },
             )
         };
         let texts = futures::future::join_all((0..10).map(|_| scrape())).await;
-        assert!(texts.iter().all(|t| t.as_deref() == Some(&b"rendered"[..])));
+        assert!(
+            texts
+                .iter()
+                .all(|t| t.as_ref().map(|b| &b[..]) == Ok(&b"rendered"[..]))
+        );
         assert_eq!(asks.load(Ordering::SeqCst), 1);
     }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
 use super::metrics::Metrics;
@@ -20,7 +20,7 @@ pub async fn metrics(
     let arrived = tokio::time::Instant::now();
     let _admitted = match renders.admit() {
         Ok(p) => p,
-        Err(busy) => return *busy,
+        Err(busy) => return busy.into_response(),
     };
     let text = renders
         .metrics
@@ -40,8 +40,9 @@ pub async fn metrics(
             },
         )
         .await;
-    let Some(text) = text else {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    let text = match text {
+        Ok(text) => text,
+        Err(failed) => return failed.into_response(),
     };
     (
         [(

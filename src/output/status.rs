@@ -84,7 +84,7 @@ pub async fn fleet(
     let arrived = tokio::time::Instant::now();
     let _admitted = match renders.admit() {
         Ok(p) => p,
-        Err(busy) => return *busy,
+        Err(busy) => return busy.into_response(),
     };
     let daily = history.as_ref().map(super::history::History::daily);
     // A page is shared while neither the query, the snapshot nor the days
@@ -112,8 +112,8 @@ pub async fn fleet(
         )
         .await;
     match page {
-        Some(body) => html_response(body),
-        None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        Ok(body) => html_response(body),
+        Err(failed) => failed.into_response(),
     }
 }
 
