@@ -113,18 +113,17 @@ impl<'a> ServerView<'a> {
             server_name: info.map(|i| i.name.as_str()),
             server_version: info.map(|i| i.version.as_str()),
             consecutive_failures: s.consecutive_failures,
-            tools: s.tools,
-            tools_hash: s.tools_hash.as_deref(),
+            tools: s.tools.as_ref().map(|t| t.surface.tools.len()),
+            tools_hash: s.tools.as_ref().map(|t| t.surface.hash.as_str()),
             labels: s
                 .labels
                 .iter()
                 .map(|l| (l.name.as_str(), l.value.as_str()))
                 .collect(),
             operator: s.operator.as_ref(),
-            tools_missing: &s.tools_missing,
-            tools_invalid: s
-                .tools_invalid
-                .iter()
+            tools_missing: s.tools.as_ref().map_or(&[], |t| &t.missing[..]),
+            tools_invalid: (s.tools.iter())
+                .flat_map(|t| t.invalid())
                 .map(|(name, problem)| InvalidTool { name, problem })
                 .collect(),
             tasks: &s.tasks,

@@ -318,9 +318,11 @@ fn facts(s: &ServerStatus, now: SystemTime) -> Markup {
                 dt { "Server" } dd { (i.name) " " (i.version) " (protocol " (i.protocol_version) ")" }
             }
             dt { "Sessions" } dd { (s.sessions) }
-            @if let Some(n) = s.tools { dt { "Tools" } dd { (n) } }
-            @if let Some(h) = &s.tools_hash { dt { "Tool surface" } dd { code { (h) } } }
-            @if !s.tools_missing.is_empty() { dt { "Tools missing" } dd { (s.tools_missing.join(", ")) } }
+            @if let Some(t) = &s.tools {
+                dt { "Tools" } dd { (t.surface.tools.len()) }
+                dt { "Tool surface" } dd { code { (t.surface.hash) } }
+                @if !t.missing.is_empty() { dt { "Tools missing" } dd { (t.missing.join(", ")) } }
+            }
             dt { "Last hour" } dd { (history_strip(s, now)) }
         }
     }

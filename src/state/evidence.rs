@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use super::snapshot::{
     Change, EventKind, HISTORY, HISTORY_MAX, HealthCheckStatus, MAX_EVENTS, ServerStatus,
-    TimelineEntry,
+    TimelineEntry, ToolsSeen,
 };
 use super::verdict::{
     Evidence, Hysteresis, Judgement, Link, Reason, Reported, State, Thresholds, Transition, judge,
@@ -77,9 +77,6 @@ pub struct Tracker {
     awaiting_liveness: bool,
     /// What each kind of evidence last said (scrubbed).
     problems: Problems,
-    /// The latest tool listing, kept across sessions so a redeploy that
-    /// changes it is seen.
-    surface: Option<ToolSurface>,
     /// From the config.
     expected_tools: Vec<String>,
     /// Each condition's latest outcome.
@@ -117,7 +114,6 @@ impl Tracker {
             throttled: false,
             awaiting_liveness: false,
             problems: Problems::default(),
-            surface: None,
             expected_tools: spec.expected_tools.clone(),
             conditions: Default::default(),
             tasks: Default::default(),
@@ -135,29 +131,15 @@ impl Tracker {
     /// recorded as a `tools_changed` event, when it does. Judged at the
     /// next evaluation.
     pub fn tools_listed(&mut self, surface: ToolSurface) -> Option<ToolDiff> {
-        let diff = self
-            .surface
-            .as_ref()
+        let diff = (self.status.tools.as_ref())
+            .map(|before| &before.surface)
             .filter(|before| before.hash != surface.hash)
             .map(|before| surface.diff(before));
         if let Some(d) = &diff {
             let detail = format!("tools changed: {d}");
             self.push_event(EventKind::ToolsChanged, self.status.reason, detail);
         }
-        self.status.tools = Some(surface.tools.len());
-        self.status.tools_hash = Some(surface.hash.as_str().into());
-        self.status.tools_invalid = surface
-            .tools
-            .iter()
-            .filter_map(|t| Some((t.name.clone(), t.problem.clone()?)))
-            .collect();
-        self.status.tools_missing = self
-            .expected_tools
-            .iter()
-            .filter(|want| !surface.names().any(|n| n == want.as_str()))
-            .cloned()
-            .collect();
-        self.surface = Some(surface);
+        self.status.tools = Some(Arc::new(ToolsSeen::new(surface, &self.expected_tools)));
         diff
     }
 
@@ -473,7 +455,7 @@ impl Tracker {
             reported: self.reported,
             health_check_failed: self.health_check_failed,
             throttled: self.throttled,
-            tools_missing: !self.status.tools_missing.is_empty(),
+            tools_missing: (self.status.tools.as_ref()).is_some_and(|t| !t.missing.is_empty()),
             condition_failed: self.conditions.worst(),
             task: self.tasks.worst(),
         }

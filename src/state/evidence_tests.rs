@@ -98,7 +98,8 @@ fn tool_listings_are_compared_across_sessions_and_expected_ones_checked() {
         "nothing to compare"
     );
     assert!(t.evidence(t0).tools_missing);
-    assert_eq!(t.status().tools_missing, ["search"]);
+    let seen = t.status().tools.clone().expect("listed");
+    assert_eq!(seen.missing, ["search"]);
     let d = t
         .tools_listed(surface(&["echo", "search"]))
         .expect("a change");
@@ -112,6 +113,34 @@ fn tool_listings_are_compared_across_sessions_and_expected_ones_checked() {
     );
 }
 
+/// The listing is kept once, in the status: a published copy shares it,
+/// and what the outputs show of it (count, hash, missing, invalid) is read
+/// from that one copy.
+#[test]
+fn a_listing_is_kept_once_and_read_whole_from_the_status() {
+    let t0 = Instant::now();
+    let mut s = spec("a");
+    s.expected_tools = vec!["search".into(), "echo".into()];
+    let mut t = Tracker::new(&s, t0);
+    let listing = ToolSurface::from_json([
+        serde_json::json!({"name": "echo", "inputSchema": {"type": "object"}}),
+        serde_json::json!({"name": "bad name!", "inputSchema": {"type": "object"}}),
+    ]);
+    let hash = listing.hash.clone();
+    t.tools_listed(listing);
+    let published = t.status().clone();
+    let seen = published.tools.as_ref().expect("listed");
+    assert!(std::ptr::eq(
+        &**seen,
+        &**t.status().tools.as_ref().expect("listed")
+    ));
+    assert_eq!(seen.surface.tools.len(), 2);
+    assert_eq!(seen.surface.hash, hash);
+    assert_eq!(seen.missing, ["search"]);
+    let invalid: Vec<_> = seen.invalid().map(|(name, _)| name).collect();
+    assert_eq!(invalid, ["bad name!"]);
+}
+
 #[test]
 fn sessions_are_counted_and_their_ends_named() {
     let t0 = Instant::now();
@@ -122,7 +151,8 @@ fn sessions_are_counted_and_their_ends_named() {
     open(&mut t, t0);
     open(&mut t, t0);
     assert_eq!(t.status().sessions, 2);
-    assert_eq!(t.status().tools, Some(3));
+    let listed = t.status().tools.as_ref().map(|t| t.surface.tools.len());
+    assert_eq!(listed, Some(3));
     assert_eq!(t.status().era, Some(Era::Legacy));
     t.link_down(Reason::Exited, "gone", true, t0);
     assert_eq!(

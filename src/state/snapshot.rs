@@ -18,6 +18,7 @@ use crate::discovery::Mechanism;
 /// read these as the snapshot's own vocabulary and import nothing of the
 /// probes or the transports.
 pub use crate::probe::task::TaskSeen;
+pub use crate::transport::tools::ToolSurface;
 pub use crate::transport::{Era, ServerInfo};
 
 /// Events kept per server for the timeline.
@@ -123,14 +124,10 @@ pub struct ServerStatus {
     /// Failures in a row: liveness probes and connection attempts, until
     /// a liveness answer.
     pub consecutive_failures: u32,
-    /// Tools in the latest listing.
-    pub tools: Option<usize>,
-    /// Hash of the latest tool surface (names, schemas, annotations).
-    pub tools_hash: Option<Arc<str>>,
-    /// Tools in `expected_tools` the latest listing lacks.
-    pub tools_missing: Vec<String>,
-    /// Listed tools that break the spec's rules, and why: a warning only.
-    pub tools_invalid: Vec<(String, String)>,
+    /// The latest tool listing, kept across sessions so a redeploy that
+    /// changes it is seen; the one copy of it mcpmon keeps.
+    #[serde(skip)]
+    pub tools: Option<Arc<ToolsSeen>>,
     /// The last health_check result.
     pub health_check: Option<HealthCheckStatus>,
     /// Recent timeline, oldest first. Shared: publishing a status on every
@@ -178,9 +175,6 @@ impl ServerStatus {
             sessions: 0,
             consecutive_failures: 0,
             tools: None,
-            tools_hash: None,
-            tools_missing: Vec::new(),
-            tools_invalid: Vec::new(),
             health_check: None,
             events: Arc::new(VecDeque::new()),
             maintenance: None,
@@ -188,6 +182,33 @@ impl ServerStatus {
             operator: spec.operator.clone(),
             history: Arc::new(VecDeque::from([(SystemTime::now(), State::Unknown)])),
         }
+    }
+}
+
+/// A tool listing as judged: the surface, and what the config expected
+/// of it. Shared: publishing a status copies a pointer.
+#[derive(Debug)]
+pub struct ToolsSeen {
+    /// The tools, their hash and the listing's bounds.
+    pub surface: ToolSurface,
+    /// Tools in `expected_tools` the listing lacks.
+    pub missing: Vec<String>,
+}
+
+impl ToolsSeen {
+    /// `surface`, against the tools the config expects.
+    pub fn new(surface: ToolSurface, expected: &[String]) -> ToolsSeen {
+        let missing = expected
+            .iter()
+            .filter(|want| !surface.names().any(|n| n == want.as_str()))
+            .cloned()
+            .collect();
+        ToolsSeen { surface, missing }
+    }
+
+    /// Listed tools that break the spec's rules, and why: a warning only.
+    pub fn invalid(&self) -> impl Iterator<Item = (&str, &str)> {
+        (self.surface.tools.iter()).filter_map(|t| Some((t.name.as_str(), t.problem.as_deref()?)))
     }
 }
 

@@ -84,13 +84,9 @@ fn status(server: (&str, &str), r: &ServerRecord, w: &mut Writer) {
 /// Tools, timestamps, child process and credentials.
 fn descriptive(server: (&str, &str), r: &ServerRecord, x: Exposition, w: &mut Writer) {
     let v = &r.series;
-    if let (Some(n), true) = (r.status.tools, x.detail) {
-        w.sample(Family::Tools, &[server], n);
-        w.sample(
-            Family::ToolsInvalid,
-            &[server],
-            r.status.tools_invalid.len(),
-        );
+    if let (Some(t), true) = (&r.status.tools, x.detail) {
+        w.sample(Family::Tools, &[server], t.surface.tools.len());
+        w.sample(Family::ToolsInvalid, &[server], t.invalid().count());
     }
     // A counter nothing has moved is left out by default: it appears with
     // its first increment (what `rate()` then misses is that one event).

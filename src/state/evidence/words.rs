@@ -49,7 +49,7 @@ impl Tracker {
             Reason::Throttled if self.link == Link::Up => p.throttle.clone(),
             Reason::ToolsMissing => format!(
                 "expected tools missing: {}",
-                self.status.tools_missing.join(", ")
+                (self.status.tools.as_ref()).map_or(String::new(), |t| t.missing.join(", "))
             ),
             Reason::ConditionFailed => self.scrub(&self.conditions.detail()),
             Reason::TaskStuck | Reason::InputRequired => self.tasks.detail(reason),
