@@ -621,9 +621,9 @@ async fn an_idle_stream_cut_by_a_real_proxy_does_not_break_the_session() {
     let base = held(mon.pid());
     // Several idle cuts later (each cut costs a new connection through the
     // proxy) the session is the same and never left healthy.
-    let first = connections(&stats).await;
+    let first = haproxy_frontend_stat(&stats, "fe", "stot").await;
     eventually("four idle cuts", PATIENCE, async || {
-        let now = connections(&stats).await;
+        let now = haproxy_frontend_stat(&stats, "fe", "stot").await;
         if now >= first + 4 { Ok(()) } else { Err(now) }
     })
     .await;
@@ -784,19 +784,4 @@ async fn the_state_owner_killed_on_purpose_ends_the_run_loudly() {
         after.is_err(),
         "nothing answers for a monitor without verdicts"
     );
-}
-
-/// Connections haproxy's frontend took so far (`stot` of `show stat`).
-async fn connections(socket: &Path) -> u64 {
-    let csv = haproxy_stat(socket).await;
-    let header: Vec<&str> = csv.lines().next().unwrap_or("").split(',').collect();
-    let stot = header
-        .iter()
-        .position(|h| *h == "stot")
-        .expect("stot column");
-    csv.lines()
-        .map(|l| l.split(',').collect::<Vec<_>>())
-        .find(|row| row.get(1) == Some(&"FRONTEND"))
-        .and_then(|row| row.get(stot)?.parse().ok())
-        .unwrap_or_else(|| panic!("no frontend row: {csv}"))
 }

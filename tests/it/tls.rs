@@ -38,16 +38,18 @@ async fn certificates_of_known_dates_are_reported_and_an_expired_one_is_unhealth
     let (good_port, old_port, v12_port) = (free_port(), free_port(), free_port());
     let h2_port = free_port();
     let cfg = dir.path().join("haproxy.cfg");
+    let stats = dir.path().join("haproxy.sock");
     std::fs::write(
         &cfg,
         format!(
-            "global\n  maxconn 256\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 30s\n  timeout server 30s\n\
+            "global\n  maxconn 256\n  stats socket {}\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 30s\n  timeout server 30s\n\
              frontend good\n  bind 127.0.0.1:{good_port} ssl crt {}\n  default_backend be\n\
              frontend old\n  bind 127.0.0.1:{old_port} ssl crt {}\n  default_backend be\n\
              frontend v12\n  bind 127.0.0.1:{v12_port} ssl crt {} ssl-max-ver TLSv1.2\n  default_backend be\n\
              frontend h2\n  bind 127.0.0.1:{h2_port} ssl crt {} alpn h2,http/1.1\n  default_backend legacy\n\
              backend be\n  server s1 127.0.0.1:{}\n\
              backend legacy\n  server s1 127.0.0.1:{}\n",
+            stats.display(),
             good_pem.display(),
             old_pem.display(),
             good_pem.display(),
@@ -77,33 +79,40 @@ async fn certificates_of_known_dates_are_reported_and_an_expired_one_is_unhealth
         ),
     )
     .expect("write");
-    let mon = Binary::start(
-        &fleet,
-        &["--log.level", "info,mcpmon::transport::wire=debug"],
-    )
-    .await;
+    let mon = Binary::start(&fleet, &[]).await;
     let within = Duration::from_secs(30);
     mon.wait_status("private-ca", "healthy", within).await;
     mon.wait_status("tls12", "healthy", within).await;
     // A frontend whose ALPN offers HTTP/2 carries the held session's pings
-    // on one multiplexed connection: they keep succeeding on it.
+    // on one multiplexed connection: they keep succeeding on it, and
+    // HAProxy counts each as an HTTP/2 request, none as HTTP/1.
     mon.wait_status("http2", "healthy", within).await;
-    eventually("pings over HTTP/2", within, async || {
+    let ping_count = async || {
         let m = mon.metrics().await;
-        let pings = metric(&m, r#"mcpmon_probes_total{probe="ping",server="http2"}"#);
         let failed = m.contains(r#"mcpmon_probe_failures_total{probe="ping",server="http2""#);
         assert!(!failed, "{m}");
-        match pings {
-            Some(n) if n >= 3.0 => Ok(()),
-            _ => Err(format!("{pings:?} pings so far")),
+        metric(&m, r#"mcpmon_probes_total{probe="ping",server="http2"}"#).unwrap_or(0.0) as u64
+    };
+    let h2 = async || haproxy_frontend_stat(&stats, "h2", "h2_headers_rcvd").await;
+    let h1 = async || haproxy_frontend_stat(&stats, "h2", "h1_total_streams").await;
+    let (pings_before, h2_before, h1_before) = (ping_count().await, h2().await, h1().await);
+    eventually("three pings more", within, async || {
+        let pings = ping_count().await;
+        if pings >= pings_before + 3 {
+            Ok(())
+        } else {
+            Err(format!("{pings} pings so far"))
         }
     })
     .await;
+    let (pings, h2_after, h1_after) = (ping_count().await, h2().await, h1().await);
     assert!(
-        mon.log_text().contains("connected over HTTP/2"),
-        "ALPN chose HTTP/2: {}",
-        mon.log_text()
+        h2_after - h2_before >= pings - pings_before,
+        "{} pings, {} HTTP/2 requests",
+        pings - pings_before,
+        h2_after - h2_before
     );
+    assert_eq!(h1_after, h1_before, "no request over HTTP/1 meanwhile");
     let (v, _) = mon.wait_status("expired", "unhealthy", within).await;
     assert_eq!(v["reason"], "tls_failed", "{v}");
     assert!(

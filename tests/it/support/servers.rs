@@ -162,3 +162,17 @@ pub async fn haproxy_stat(socket: &std::path::Path) -> String {
     s.read_to_string(&mut out).await.expect("read");
     out
 }
+
+/// One counter of one HAProxy frontend (`stot`, `h2_headers_rcvd`,
+/// `h1_total_streams`...), from `show stat`.
+pub async fn haproxy_frontend_stat(socket: &std::path::Path, frontend: &str, column: &str) -> u64 {
+    let csv = haproxy_stat(socket).await;
+    let header: Vec<&str> = csv.lines().next().unwrap_or("").split(',').collect();
+    let at = (header.iter().position(|h| *h == column))
+        .unwrap_or_else(|| panic!("no {column} column: {csv}"));
+    csv.lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find(|row| row.first() == Some(&frontend) && row.get(1) == Some(&"FRONTEND"))
+        .and_then(|row| row.get(at)?.parse().ok())
+        .unwrap_or_else(|| panic!("no {column} for frontend {frontend}: {csv}"))
+}
