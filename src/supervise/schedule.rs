@@ -179,7 +179,7 @@ impl<'a> Schedule<'a> {
                 continue;
             }
             slot.turns += 1;
-            slot.due = now + jittered(slot.cadence.every, self.id, slot.turns);
+            slot.due = now + next_run(slot.cadence.every, self.id, slot.turns);
             if slot.running || held {
                 out.push(Observation::Skipped(kind));
                 continue;
@@ -291,16 +291,35 @@ pub(super) fn hold_for(o: &ProbeOutcome) -> Option<Duration> {
     Some(f.retry_after?.min(MAX_HOLD))
 }
 
+/// When a probe's run `n` (from 1, the run as its session opens) is
+/// followed by the next. After the first, `period` and a half of it either
+/// way by server: a fleet whose sessions opened within a second or two
+/// would otherwise run every probe in that same second or two of each
+/// period, and a tenth of jitter a turn takes minutes to spread it (at
+/// 10 000 servers the first minute of pings came in bursts of 10 000).
+/// After that, [`jittered`].
+pub(super) fn next_run(period: Duration, id: &str, n: u64) -> Duration {
+    if n == 1 {
+        period.mul_f64(0.5 + fraction(id, 0))
+    } else {
+        jittered(period, id, n)
+    }
+}
+
 /// `period`, give or take a tenth, different for each server and each
 /// turn `n` (and the same for the same ones, so runs repeat). The 2026-07-28
 /// caching rules ask a client that polls for jitter; without it a fleet
 /// opened together, or reconnected together after an outage, stays in step
 /// and pings in the same millisecond ever after.
 pub(super) fn jittered(period: Duration, id: &str, n: u64) -> Duration {
+    period.mul_f64(0.9 + 0.2 * fraction(id, n))
+}
+
+/// A fraction in [0, 1), the same for the same server and turn.
+fn fraction(id: &str, n: u64) -> f64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (id, n).hash(&mut h);
-    // A fraction in [0, 1) from the hash's top 24 bits.
-    let fraction = (h.finish() >> 40) as f64 / f64::from(1u32 << 24);
-    period.mul_f64(0.9 + 0.2 * fraction)
+    // The hash's top 24 bits.
+    (h.finish() >> 40) as f64 / f64::from(1u32 << 24)
 }

@@ -667,3 +667,28 @@ async fn handshakes_that_keep_failing_read_unhealthy_at_the_second() {
     );
     assert!(h.attempts() >= 2);
 }
+
+/// A fleet whose sessions opened together is spread over a whole period
+/// by the run after the first: each tenth of [0.5, 1.5) periods holds
+/// about a tenth of 10 000 servers. Later runs stay a tenth either way
+/// of the period.
+#[test]
+fn the_run_after_the_first_spreads_a_fleet_over_the_period() {
+    use super::schedule::next_run;
+    let period = Duration::from_secs(10);
+    let mut tenths = [0u32; 10];
+    for i in 0..10_000 {
+        let id = format!("server-{i}");
+        let second = next_run(period, &id, 1).as_secs_f64() / period.as_secs_f64();
+        assert!((0.5..1.5).contains(&second), "{id}: {second}");
+        tenths[((second - 0.5) * 10.0) as usize] += 1;
+        for n in 2..5 {
+            let later = next_run(period, &id, n).as_secs_f64() / period.as_secs_f64();
+            assert!((0.9..1.1).contains(&later), "{id} run {n}: {later}");
+        }
+    }
+    assert!(
+        tenths.iter().all(|&c| (800..1200).contains(&c)),
+        "{tenths:?}"
+    );
+}
