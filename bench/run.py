@@ -336,6 +336,9 @@ def main():
                          "simulator, measured over the same window (--reps, --duration): mcpmon (the built one or "
                          "--mcpmon), paths to other mcpmon builds, and floor clients (floor, floor-hyper, ...), "
                          "comma-separated; CPU per ping and the first one's over each other's, rep by rep")
+    ap.add_argument("--settle", type=float, metavar="SECONDS",
+                    help="with --paired: wait this long after every client is ready before the window (a fleet's "
+                         "first pings come together; its jitter spreads them over some turns)")
     ap.add_argument("--ab-memory", metavar="PATH",
                     help="instead: the guard's memory per held session for this mcpmon build (B) against the built "
                          "one or --mcpmon (A), rep by rep in one run (--reps)")
@@ -363,7 +366,8 @@ def main():
         if len(subjects) < 2 or len(set(subjects)) < len(subjects):
             sys.exit("--paired: two clients or more, each named once")
         n = args.everything or int(args.http.split(",")[0])
-        return paired(subjects, args.reps, n, args.duration, args.interval, everything=bool(args.everything))
+        return paired(subjects, args.reps, n, args.duration, args.interval, everything=bool(args.everything),
+                      settle=args.settle)
     if args.ab:
         return ab(args.ab, args.reps, int(args.http.split(",")[0]), args.duration)
     if args.idle:
@@ -744,7 +748,7 @@ class Floor:
         self.p.wait()
 
 
-def paired_runs(subjects, reps, n, duration, interval=1.0, everything=False):
+def paired_runs(subjects, reps, n, duration, interval=1.0, everything=False, settle=None):
     """Several clients at once, each holding N sessions to one simulator
     and measured over the same window: mcpmon builds (paths) and peer
     clients (PEER_SUBJECTS); `everything`: all of them to one npm
@@ -752,8 +756,10 @@ def paired_runs(subjects, reps, n, duration, interval=1.0, everything=False):
     (a neighbour's burst, a slower clock) it does to all of them, so a
     ratio within one rep is steadier than a ratio of runs taken apart.
     Returns each subject's CPU µs per ping, rep by rep; the start order
-    turns every rep. `interval`: seconds between pings of one session."""
-    settle = max(3.0, interval)  # a full round of every client before the window
+    turns every rep. `interval`: seconds between pings of one session;
+    `settle`: seconds between every client's readiness and the window (at
+    least a full round, 3 s, unless told)."""
+    settle = settle or max(3.0, interval)
     per = {s: [] for s in subjects}
     for rep in range(reps):
         order = subjects[rep % len(subjects):] + subjects[:rep % len(subjects)]
@@ -789,11 +795,11 @@ def paired_runs(subjects, reps, n, duration, interval=1.0, everything=False):
     return per
 
 
-def paired(subjects, reps, n, duration, interval=1.0, everything=False):
+def paired(subjects, reps, n, duration, interval=1.0, everything=False, settle=None):
     """`paired_runs`, printed: each subject's median CPU per ping, and the
     first subject's over each other's, rep by rep, and their medians (so
     `B,A` gives B/A)."""
-    per = paired_runs(subjects, reps, n, duration, interval, everything)
+    per = paired_runs(subjects, reps, n, duration, interval, everything, settle)
     where = "one npm server-everything" if everything else "the simulator"
     rate = "one ping a second each" if interval == 1.0 else f"one ping every {interval:g} s each"
     print(f"paired: http N={n} each to {where}, {rate}, all measured over the same window, {reps} reps")
