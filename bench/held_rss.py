@@ -26,18 +26,11 @@ import run  # noqa: E402  (the benchmark's own helpers: simulator, mcpmon, /proc
 def smaps(build):
     """Anonymous and file-backed KiB of a build holding 10 sessions, 3 s
     after it is ready."""
-    sim, base = run.start_sim()
-    m = run.Mcpmon("http", base, 10, 1.0, binary=pathlib.Path(build))
-    try:
-        m.ready()
+    with run.mcpmon_on_sim(build, 10) as m:
         time.sleep(3)
         roll = open(f"/proc/{m.pid}/smaps_rollup").read()
-        kib = dict(re.findall(r"^(Anonymous|Pss_File):\s+(\d+)", roll, re.M))
-        print(f"{build}: anonymous {kib['Anonymous']} KiB, file-backed {kib['Pss_File']} KiB", flush=True)
-    finally:
-        m.stop()
-        sim.kill()
-        sim.wait()
+    kib = dict(re.findall(r"^(Anonymous|Pss_File):\s+(\d+)", roll, re.M))
+    print(f"{build}: anonymous {kib['Anonymous']} KiB, file-backed {kib['Pss_File']} KiB", flush=True)
 
 
 def main():

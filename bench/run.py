@@ -23,6 +23,7 @@ of each server, from /health/fleet. The raw client's RTT is the floor.
 """
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -234,6 +235,21 @@ class Mcpmon:
         except subprocess.TimeoutExpired:
             self.p.kill()
         self.tmp.cleanup()
+
+
+@contextlib.contextmanager
+def mcpmon_on_sim(build, n):
+    """A build of mcpmon holding N HTTP sessions to a fresh simulator, one
+    ping a second each, ready; both stopped on leaving."""
+    sim, base = start_sim()
+    m = Mcpmon("http", base, n, 1.0, binary=pathlib.Path(build))
+    try:
+        m.ready()
+        yield m
+    finally:
+        m.stop()
+        sim.kill()
+        sim.wait()
 
 
 def run_mcpmon(mode, target, n, interval, duration, defaults=False, pings_only=False):

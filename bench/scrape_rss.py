@@ -27,10 +27,7 @@ SETTLE = 3.0
 
 def scrapes(build, n, count):
     """(RSS KiB before, [(RSS KiB, ms) after each scrape]) for one run."""
-    sim, base = run.start_sim()
-    m = run.Mcpmon("http", base, n, 1.0, binary=build)
-    try:
-        m.ready()
+    with run.mcpmon_on_sim(build, n) as m:
         time.sleep(SETTLE)  # past start-up and the first round of pings
         before = run.status_kib(m.pid, "VmRSS")
         after = []
@@ -39,10 +36,6 @@ def scrapes(build, n, count):
             run.get(m.addr, "/metrics")
             after.append((run.status_kib(m.pid, "VmRSS"), (time.perf_counter() - t0) * 1000))
         return before, after
-    finally:
-        m.stop()
-        sim.kill()
-        sim.wait()
 
 
 def main():
