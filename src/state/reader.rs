@@ -11,9 +11,11 @@
 //! that cannot (OTLP's observers, called inside its SDK) take
 //! [`Reader::published`], at most [`Publisher::unasked`] behind.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -29,6 +31,11 @@ pub const ASK_WITHIN: Duration = Duration::from_millis(500);
 /// Asks that may wait at once; a reader finding the queue full takes the
 /// snapshot last published (the owner is answering others).
 const ASKS_QUEUED: usize = 256;
+
+/// At most one warning of reads served stale per this long: a stuck owner
+/// makes every read stale, and every health check and scrape a line of
+/// log. The counter has them all.
+const WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// One ask: where the owner sends the snapshot of this moment.
 pub type Ask = oneshot::Sender<Arc<Snapshot>>;
@@ -61,6 +68,8 @@ pub struct Reader {
 pub struct StaleReads {
     timeout: AtomicU64,
     queue_full: AtomicU64,
+    /// When a stale read was last warned of.
+    warned: Mutex<Option<Instant>>,
 }
 
 impl StaleReads {
@@ -71,6 +80,17 @@ impl StaleReads {
             ("timeout", self.timeout.load(Ordering::Relaxed)),
             ("queue_full", self.queue_full.load(Ordering::Relaxed)),
         ]
+    }
+
+    /// Whether a stale read at `now` is to be warned of: the first, and
+    /// then the first after each [`WARN_EVERY`].
+    fn warn_due(&self, now: Instant) -> bool {
+        let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
+        if warned.is_some_and(|at| now < at + WARN_EVERY) {
+            return false;
+        }
+        *warned = Some(now);
+        true
     }
 }
 
@@ -118,11 +138,15 @@ impl Reader {
             Ok(Ok(snap)) => snap,
             Ok(Err(_)) => self.published(),
             Err(_) => {
-                self.stale.timeout.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    waited_ms = ASK_WITHIN.as_millis() as u64,
-                    "the state owner did not answer; serving the snapshot last published"
-                );
+                let stale = self.stale.timeout.fetch_add(1, Ordering::Relaxed) + 1;
+                if self.stale.warn_due(Instant::now()) {
+                    tracing::warn!(
+                        waited_ms = ASK_WITHIN.as_millis() as u64,
+                        stale_reads = stale,
+                        "the state owner did not answer; serving the snapshot last published \
+                         (warned at most once per 10 s; mcpmon_state_reads_stale_total counts each)"
+                    );
+                }
                 self.published()
             }
         }
@@ -186,6 +210,23 @@ mod tests {
         for w in waiting {
             w.await.expect("joined");
         }
+    }
+
+    /// A stuck owner makes every read stale; the log hears of the first,
+    /// then of one per period, however many reads there are.
+    #[test]
+    fn stale_reads_are_warned_of_once_per_period() {
+        let stale = StaleReads::default();
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        assert!(stale.warn_due(at(0)), "the first");
+        let period = WARN_EVERY.as_millis() as u64;
+        for ms in [1, 500, period - 1] {
+            assert!(!stale.warn_due(at(ms)), "{ms} ms after the first");
+        }
+        assert!(stale.warn_due(at(period)), "a period after the first");
+        assert!(!stale.warn_due(at(period + 1)));
+        assert!(stale.warn_due(at(3 * period)), "after a quiet spell");
     }
 
     /// An answer is what the reader gets, not the published snapshot.
