@@ -4,6 +4,12 @@
 //! links that carry event streams, so by every ping a server answers with
 //! a stream.
 
+use std::borrow::Cow;
+
+/// What a stream's buffer holds from its first chunk: enough for a ping's
+/// answer and its headers' worth of event fields.
+const FIRST_ROOM: usize = 1024;
+
 /// An SSE stream's bytes as they arrive, whole events taken off the front.
 /// Each byte is scanned for an event's end once: an event that arrives a
 /// few bytes at a time is not rescanned from its start at every chunk.
@@ -24,6 +30,11 @@ impl SseBuffer {
             self.scanned -= self.start;
             self.start = 0;
         }
+        if self.buf.capacity() == 0 {
+            // An answer often comes in two or three chunks: room for them
+            // at once, not a copy to a larger buffer at each.
+            self.buf.reserve(chunk.len().max(FIRST_ROOM));
+        }
         self.buf.extend_from_slice(chunk);
     }
 
@@ -34,24 +45,25 @@ impl SseBuffer {
 
     /// The joined `data:` lines of the next whole event.
     pub fn next_event(&mut self) -> Option<Vec<u8>> {
-        self.next_named_event().map(|(_, data)| data)
+        self.next_full_event().map(|e| e.data.into_owned())
     }
 
     /// The next whole event: its `event:` name (empty when it has none)
     /// and its joined `data:` lines.
     pub fn next_named_event(&mut self) -> Option<(Vec<u8>, Vec<u8>)> {
-        self.next_full_event().map(|e| (e.name, e.data))
+        self.next_full_event()
+            .map(|e| (e.name.to_vec(), e.data.into_owned()))
     }
 
-    /// The next whole event, with the fields a resumed stream needs.
-    pub fn next_full_event(&mut self) -> Option<Event> {
-        let rest = &self.buf[self.start..];
-        match event_end(rest, self.scanned - self.start) {
+    /// The next whole event, with the fields a resumed stream needs, read
+    /// in place: it borrows the buffer until the next push.
+    pub fn next_full_event(&mut self) -> Option<Event<'_>> {
+        let at = self.start;
+        match event_end(&self.buf[at..], self.scanned - at) {
             Some((len, used)) => {
-                let full = Event::parse(&rest[..len]);
                 self.start += used;
                 self.scanned = self.start;
-                Some(full)
+                Some(Event::parse(&self.buf[at..at + len]))
             }
             None => {
                 // An event's end is at most three bytes ("\n\r\n"): the
@@ -63,24 +75,26 @@ impl SseBuffer {
     }
 }
 
-/// One whole SSE event.
+/// One whole SSE event, its fields borrowed from the stream's buffer (a
+/// ping's answer is one event: reading it in place copies nothing).
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Event {
+pub struct Event<'a> {
     /// Its `event:` name; empty when it has none.
-    pub name: Vec<u8>,
-    /// Its joined `data:` lines.
-    pub data: Vec<u8>,
+    pub name: &'a [u8],
+    /// Its joined `data:` lines: borrowed when there is one, joined into
+    /// a copy when there are more.
+    pub data: Cow<'a, [u8]>,
     /// Its `id:`, which a stream resumed after it names (`Last-Event-ID`).
-    pub id: Option<Vec<u8>>,
+    pub id: Option<&'a [u8]>,
     /// Its `retry:`, in milliseconds: how long to wait before resuming.
     pub retry: Option<u64>,
 }
 
-impl Event {
+impl<'a> Event<'a> {
     /// One whole event's fields, its lines read once: a field named more
     /// than once keeps its last value, and `data` lines are joined with
     /// newlines (each without the one space after its colon).
-    fn parse(event: &[u8]) -> Event {
+    fn parse(event: &'a [u8]) -> Event<'a> {
         let mut e = Event::default();
         let mut data_lines = 0usize;
         let mut retry: Option<&[u8]> = None;
@@ -99,15 +113,18 @@ impl Event {
             };
             match name {
                 b"data" => {
-                    if data_lines > 0 {
-                        e.data.push(b'\n');
+                    let value = value.strip_prefix(b" ").unwrap_or(value);
+                    if data_lines == 0 {
+                        e.data = Cow::Borrowed(value);
+                    } else {
+                        let joined = e.data.to_mut();
+                        joined.push(b'\n');
+                        joined.extend_from_slice(value);
                     }
                     data_lines += 1;
-                    e.data
-                        .extend_from_slice(value.strip_prefix(b" ").unwrap_or(value));
                 }
-                b"event" => e.name = value.trim_ascii().to_vec(),
-                b"id" => e.id = Some(value.trim_ascii().to_vec()),
+                b"event" => e.name = value.trim_ascii(),
+                b"id" => e.id = Some(value.trim_ascii()),
                 b"retry" => retry = Some(value.trim_ascii()),
                 _ => {}
             }
@@ -156,13 +173,10 @@ mod tests {
         let mut stream = SseBuffer::default();
         stream.push(b"id: event-1\nretry: 500\ndata: \n\nid:e2\nretry: soon\ndata: x\n\n");
         let e = stream.next_full_event().expect("an event");
-        assert_eq!(
-            (e.id.as_deref(), e.retry),
-            (Some(&b"event-1"[..]), Some(500))
-        );
+        assert_eq!((e.id, e.retry), (Some(&b"event-1"[..]), Some(500)));
         assert!(e.data.is_empty());
         let e = stream.next_full_event().expect("an event");
-        assert_eq!((e.id.as_deref(), e.retry), (Some(&b"e2"[..]), None));
+        assert_eq!((e.id, e.retry), (Some(&b"e2"[..]), None));
     }
 
     #[test]
@@ -176,14 +190,15 @@ mod tests {
         let e = stream.next_full_event().expect("an event");
         assert_eq!(e.name, b"message", "the last name, trimmed");
         assert_eq!(
-            e.data, b"\n two spaces\nx\n",
+            &e.data[..],
+            b"\n two spaces\nx\n",
             "empty data lines count, with or without a colon; one space goes"
         );
-        assert_eq!(e.id.as_deref(), Some(&b"7"[..]));
+        assert_eq!(e.id, Some(&b"7"[..]));
         assert_eq!(e.retry, None);
         let e = stream.next_full_event().expect("a second event");
         assert_eq!(
-            (&e.name[..], &e.data[..], e.retry),
+            (e.name, &e.data[..], e.retry),
             (&b""[..], &b"{}"[..], Some(20))
         );
         assert!(stream.next_full_event().is_none());

@@ -42,9 +42,9 @@ impl Default for Resume {
 
 impl Resume {
     /// An event came: its id and retry, if it has them, are the latest.
-    pub(super) fn saw(&mut self, event: &Event) {
-        if let Some(id) = &event.id {
-            self.last = (!id.is_empty()).then(|| id.clone());
+    pub(super) fn saw(&mut self, event: &Event<'_>) {
+        if let Some(id) = event.id {
+            self.last = (!id.is_empty()).then(|| id.to_vec());
         }
         if let Some(ms) = event.retry {
             self.after = Duration::from_millis(ms).min(MAX_RETRY);
@@ -121,8 +121,8 @@ mod tests {
 
     #[test]
     fn a_stream_resumes_after_its_last_event_as_the_server_asked_a_few_times_at_most() {
-        let event = |id: Option<&str>, retry: Option<u64>| Event {
-            id: id.map(|i| i.as_bytes().to_vec()),
+        let event = |id: Option<&'static str>, retry: Option<u64>| Event {
+            id: id.map(str::as_bytes),
             retry,
             ..Event::default()
         };
