@@ -77,7 +77,7 @@ pub struct HealthCheckStatus {
 }
 
 /// Everything published about one server.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct ServerStatus {
     /// Server id. Shared, as are the other strings a ping does not change:
     /// every judged observation after a publish copies the status.
@@ -85,7 +85,6 @@ pub struct ServerStatus {
     /// `stdio` or `http`.
     pub transport: &'static str,
     /// The operator's labels from the config.
-    #[serde(skip)]
     pub labels: Arc<[crate::config::Label]>,
     /// Published state.
     pub status: State,
@@ -94,12 +93,10 @@ pub struct ServerStatus {
     /// Human-readable detail (error text, secrets scrubbed).
     pub detail: String,
     /// When the state last changed.
-    #[serde(serialize_with = "ser_time")]
     pub since: SystemTime,
     /// The last change of state, if there was one.
     pub last_transition: Option<Change>,
     /// When the last probe result arrived.
-    #[serde(serialize_with = "ser_opt_time")]
     pub last_check: Option<SystemTime>,
     /// Latency of the last answered liveness probe.
     pub response_time_ms: Option<f64>,
@@ -108,14 +105,12 @@ pub struct ServerStatus {
     /// Server identity of the current session.
     pub server_info: Option<Arc<ServerInfo>>,
     /// When the current session opened (or the last one, while none is).
-    #[serde(serialize_with = "ser_opt_time")]
     pub session_started: Option<SystemTime>,
     /// Whether a session is open now. When not, `era`, `server_info`, the
     /// tools and the latency are the last session's, ended at
     /// `session_ended`.
     pub session_open: bool,
     /// When the last session ended, while none is open.
-    #[serde(serialize_with = "ser_opt_time")]
     pub session_ended: Option<SystemTime>,
     /// How long the last handshake took (spawn or connect included).
     pub handshake_ms: Option<f64>,
@@ -126,7 +121,6 @@ pub struct ServerStatus {
     pub consecutive_failures: u32,
     /// The latest tool listing, kept across sessions so a redeploy that
     /// changes it is seen; the one copy of it mcpmon keeps.
-    #[serde(skip)]
     pub tools: Option<Arc<ToolsSeen>>,
     /// The last health_check result.
     pub health_check: Option<HealthCheckStatus>,
@@ -136,19 +130,15 @@ pub struct ServerStatus {
     /// The maintenance window the server is in, if one is open: its
     /// probes go on, its verdict stays, and it counts neither for nor
     /// against the fleet policy.
-    #[serde(skip)]
     pub maintenance: Option<InMaintenance>,
     /// The states of the last hour (and the one before it), as
     /// (since, state), oldest first: the status page's history strip.
-    #[serde(skip)]
     pub history: Arc<VecDeque<(SystemTime, State)>>,
     /// Each task probe's latest task: the busy evidence while one works.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<TaskSeen>,
     /// What the operator that runs it says, beside the verdict: "the
     /// operator says Ready, mcpmon says unhealthy" is one look (and one
     /// alert). Discovery keeps it current without a restart.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub operator: Option<crate::config::OperatorWord>,
 }
 
@@ -391,16 +381,6 @@ impl Snapshot {
 
 pub(super) fn ser_time<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&rfc3339(*t))
-}
-
-pub(super) fn ser_opt_time<S: serde::Serializer>(
-    t: &Option<SystemTime>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    match t {
-        Some(t) => s.serialize_str(&rfc3339(*t)),
-        None => s.serialize_none(),
-    }
 }
 
 /// RFC 3339 in UTC with milliseconds.
