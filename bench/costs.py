@@ -25,6 +25,9 @@ def calls(path):
     """The events, the totals, and each call as (caller, callee, count, costs)."""
     fns, events, totals, fn, cfn, count = {}, [], [], None, None, None
     found = []
+    # Position columns before the costs: `line`, or `instr line` when
+    # callgrind ran with --dump-instr=yes (FRAMES=1 in instructions.sh).
+    npos = 1
     for raw in open(path):
         line = raw.rstrip('\n')
         m = NAME.match(line)
@@ -38,7 +41,9 @@ def calls(path):
                 else:
                     cfn = fns[idx]
             continue
-        if line.startswith('events:'):
+        if line.startswith('positions:'):
+            npos = len(line.split()[1:])
+        elif line.startswith('events:'):
             events = line.split()[1:]
         elif line.startswith(('summary:', 'totals:')):
             totals = [int(v) for v in line.split()[1:]]
@@ -46,8 +51,8 @@ def calls(path):
             count = int(line.split('=')[1].split()[0])
         elif count is not None and line[:1] and (line[0].isdigit() or line[0] in '+-*'):
             # The cost line after `calls=` is the call's inclusive cost,
-            # after its position column; trailing zeros are left out.
-            costs = [int(v) for v in line.split()[1:]]
+            # after its position columns; trailing zeros are left out.
+            costs = [int(v) for v in line.split()[npos:]]
             costs += [0] * (len(events) - len(costs))
             found.append((fn, cfn, count, costs))
             count = None

@@ -16,6 +16,10 @@
 # last level set to one core's 2 MiB L2, where a fleet's sessions no longer
 # fit) and prints data reads, writes and misses per ping: a first-level
 # data miss is a cache line the ping touched that was not already near.
+# FRAMES=1 also records each instruction's address (--dump-instr=yes) and
+# prints bench/frames.py's costs by source function, inlined ones included
+# (a task's whole future is inlined into tokio's poll, where costs.py sees
+# one function).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 who="${1:?mcpmon or floor}"
@@ -33,6 +37,7 @@ else
 fi
 sim_args=()
 [ -z "${CACHE:-}" ] || sim_args=(--cache-sim=yes --LL=2097152,16,64)
+[ -z "${FRAMES:-}" ] || sim_args+=(--dump-instr=yes)
 valgrind --tool=callgrind "${sim_args[@]}" --callgrind-out-file="$tmp/cg.out" "${cmd[@]}" > /dev/null 2>&1 &
 vg=$!
 sleep "${WARM:-25}"
@@ -43,3 +48,6 @@ callgrind_control -d "$vg" > /dev/null 2>&1
 for _ in $(seq 50); do [ -s "$tmp/cg.out.1" ] && break; sleep 0.2; done
 label="$who ${2:-}"
 python3 bench/costs.py "$tmp/cg.out.1" --label "${label% }"
+if [ -n "${FRAMES:-}" ]; then
+  python3 bench/frames.py "$tmp/cg.out.1" "${cmd[0]}"
+fi
