@@ -8,7 +8,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::render::{Renders, off_worker};
+use super::render::Renders;
 use crate::discovery::Shard;
 use crate::state::Reader;
 use crate::state::Snapshot;
@@ -171,7 +171,7 @@ pub async fn fleet(
                 let snap = fleet.current().await;
                 ((snap.generation, u64::from(q.summary)), snap)
             },
-            |snap| off_worker(move || fleet_body(&snap, shard, q.summary)),
+            |snap| renders.off_worker(move || fleet_body(&snap, shard, q.summary)),
         )
         .await;
     let (code, body) = match rendered {

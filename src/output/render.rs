@@ -36,32 +36,18 @@ impl IntoResponse for RenderFailed {
     }
 }
 
-/// Run a render of the whole fleet off the runtime's worker: at 10 000
-/// servers it takes tens of milliseconds, which would otherwise delay every
-/// probe answer waiting on that worker and distort its round trip.
+/// A render waiting for the render thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A thread that runs renders one at a time, from a bounded queue. It
+/// ends when its last render is done after the renderer is dropped.
 ///
-/// Every render runs on one thread of its own, not on the blocking pool.
-/// A render allocates megabytes, and the allocator keeps the pages freed
+/// Renders run on a thread of their own, not on the blocking pool. A
+/// render allocates megabytes, and the allocator keeps the pages freed
 /// for the arena they came from; the pool's threads each draw their own
 /// arena, so renders spread over them left a render's worth of pages
 /// behind in each (2.6 MB more resident per scrape at a thousand servers,
 /// up to one per arena). On one thread, each render reuses the last one's.
-pub(super) async fn off_worker<T: Send + 'static>(
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, RenderFailed> {
-    static RENDERER: std::sync::OnceLock<Option<Renderer>> = std::sync::OnceLock::new();
-    RENDERER
-        .get_or_init(|| Renderer::start(MAX_FLEET_RENDERS))
-        .as_ref()
-        .ok_or(RenderFailed::Failed)?
-        .run(f)
-        .await
-}
-
-/// A render waiting for the render thread.
-type Job = Box<dyn FnOnce() + Send>;
-
-/// A thread that runs renders one at a time, from a bounded queue.
 struct Renderer(std::sync::mpsc::SyncSender<Job>);
 
 impl Renderer {
@@ -120,8 +106,9 @@ pub const RENDER_REUSE: Duration = Duration::from_secs(1);
 /// holds only a reference to it, not a copy.
 pub const MAX_FLEET_RENDERS: usize = 32;
 
-/// The shared renders of every whole-fleet page, and the bound on the
-/// requests waiting for them.
+/// The shared renders of every whole-fleet page, the bound on the
+/// requests waiting for them, and the thread they run on: one service's
+/// own, started with it and ended with it.
 pub struct Renders {
     /// `/metrics`, by (snapshot generation, metrics version).
     pub metrics: SharedRender,
@@ -130,20 +117,36 @@ pub struct Renders {
     /// `/`, by (generation, a hash of the query).
     pub status: SharedRender,
     admitted: Arc<tokio::sync::Semaphore>,
+    /// `None` when the thread could not be started: every render fails.
+    renderer: Option<Renderer>,
 }
 
 impl Default for Renders {
+    /// The renders, and their thread started.
     fn default() -> Self {
         Renders {
             metrics: SharedRender::default(),
             fleet: SharedRender::default(),
             status: SharedRender::default(),
             admitted: Arc::new(tokio::sync::Semaphore::new(MAX_FLEET_RENDERS)),
+            renderer: Renderer::start(MAX_FLEET_RENDERS),
         }
     }
 }
 
 impl Renders {
+    /// Run a render of the whole fleet off the runtime's worker, on the
+    /// render thread: at 10 000 servers it takes tens of milliseconds,
+    /// which would otherwise delay every probe answer waiting on that
+    /// worker and distort its round trip.
+    pub async fn off_worker<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, RenderFailed> {
+        let renderer = self.renderer.as_ref().ok_or(RenderFailed::Failed)?;
+        renderer.run(f).await
+    }
+
     /// A place among the requests for whole-fleet pages, or
     /// [`RenderFailed::Busy`] when they are all taken.
     pub fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, RenderFailed> {
@@ -248,20 +251,29 @@ mod tests {
         std::thread::current().id()
     }
 
-    /// Every render runs on the one render thread, whichever task asks;
-    /// a render that panics fails its own request and leaves the thread
-    /// serving.
+    /// Every render of a service runs on its one render thread, whichever
+    /// task asks; a render that panics fails its own request and leaves
+    /// the thread serving. Another service's renders have a thread of
+    /// their own.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn renders_share_one_thread_that_outlives_a_panic() {
-        let on = || off_worker(slow_render);
+        let renders = Arc::new(Renders::default());
+        let on = || {
+            let renders = renders.clone();
+            async move { renders.off_worker(slow_render).await }
+        };
         let first = on().await.expect("rendered");
         assert_ne!(first, std::thread::current().id(), "off the caller");
-        let panicked = off_worker(|| -> u8 { panic!("a render that fails") }).await;
+        let panicked = renders
+            .off_worker(|| -> u8 { panic!("a render that fails") })
+            .await;
         assert_eq!(panicked, Err(RenderFailed::Failed));
         let others = futures::future::join_all((0..4).map(|_| tokio::spawn(on()))).await;
         for other in others {
             assert_eq!(other.expect("joined"), Ok(first), "the same thread");
         }
+        let another = Renders::default().off_worker(slow_render).await;
+        assert_ne!(another, Ok(first), "another service's own thread");
     }
 
     /// Renders queued past the queue's room are refused as overload (503),

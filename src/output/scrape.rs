@@ -8,7 +8,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
 use super::metrics::Metrics;
-use super::render::{Renders, off_worker};
+use super::render::Renders;
 use crate::state::Reader;
 
 /// The exposition, rendered at most once per snapshot and second.
@@ -22,6 +22,8 @@ pub async fn metrics(
         Ok(p) => p,
         Err(busy) => return busy.into_response(),
     };
+    // Borrowed into the render's future (the Arc itself stays here).
+    let on = &*renders;
     let text = renders
         .metrics
         .get(
@@ -33,7 +35,7 @@ pub async fn metrics(
             |snap| {
                 let metrics = metrics.clone();
                 async move {
-                    off_worker(move || metrics.render(&snap))
+                    on.off_worker(move || metrics.render(&snap))
                         .await
                         .map(axum::body::Bytes::from)
                 }

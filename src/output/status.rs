@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 
-use super::render::{Renders, off_worker};
+use super::render::Renders;
 use crate::state::Reader;
 use crate::state::Snapshot;
 use crate::state::snapshot::{HISTORY, HealthCheckStatus, ServerStatus, rfc3339};
@@ -96,6 +96,8 @@ pub async fn fleet(
         daily.as_ref().map(|d| d.version).hash(&mut h);
         h.finish()
     };
+    // Borrowed into the render's future (the Arc itself stays here).
+    let on = &*renders;
     let page = renders
         .status
         .get(
@@ -105,7 +107,7 @@ pub async fn fleet(
                 ((snap.generation, query), snap)
             },
             |snap| async move {
-                off_worker(move || fleet_page(&snap, &f, &links, daily.as_deref()).into_string())
+                on.off_worker(move || fleet_page(&snap, &f, &links, daily.as_deref()).into_string())
                     .await
                     .map(axum::body::Bytes::from)
             },
