@@ -15,10 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 
 use super::Snapshot;
 
@@ -143,8 +142,9 @@ impl Reader {
                     tracing::warn!(
                         waited_ms = ASK_WITHIN.as_millis() as u64,
                         stale_reads = stale,
+                        warned_every_s = WARN_EVERY.as_secs(),
                         "the state owner did not answer; serving the snapshot last published \
-                         (warned at most once per 10 s; mcpmon_state_reads_stale_total counts each)"
+                         (mcpmon_state_reads_stale_total counts the reads not warned of)"
                     );
                 }
                 self.published()
