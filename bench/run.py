@@ -775,7 +775,7 @@ def paired_runs(subjects, reps, n, duration, interval=1.0, everything=False, set
     turns every rep. `interval`: seconds between pings of one session;
     `settle`: seconds between every client's readiness and the window (at
     least a full round, 3 s, unless told)."""
-    settle = settle or max(3.0, interval)
+    settle = max(3.0, interval) if settle is None else settle
     per = {s: [] for s in subjects}
     for rep in range(reps):
         order = subjects[rep % len(subjects):] + subjects[:rep % len(subjects)]
