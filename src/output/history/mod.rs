@@ -111,7 +111,7 @@ impl History {
         {
             let _ = std::fs::create_dir_all(dir);
         }
-        let (store, found) = Store::open(&cfg.path)?;
+        let (mut store, found) = Store::open(&cfg.path)?;
         if let Found::SetAside { why, to } = found {
             tracing::error!(
                 path = %cfg.path.display(),
@@ -122,6 +122,8 @@ impl History {
         let mut daily = Daily::default();
         let now = unix(SystemTime::now());
         let since = Resolution::Day.start(now) - DAYS_SHOWN as i64 * 86_400;
+        // What the last process wrote of its last hour, in its days.
+        store.roll_up(Resolution::Minute.start(now))?;
         for (server, t, observed, down) in store.days(since)? {
             daily.add(&server, t, observed, down);
         }

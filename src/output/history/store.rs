@@ -1,8 +1,10 @@
 //! The history file: one SQLite database of per-server rows at three
 //! resolutions (minute, hour, day) and the state transitions. Each flush
-//! is one transaction that adds its deltas to the rows it falls in, so a
-//! row is written many times and never read back to be merged. Opening
-//! refuses a file that is not ours or not whole, and sets it aside.
+//! is one transaction that adds its deltas to their minutes' rows; the
+//! hours and days are rolled up from the minutes in SQLite, once an hour
+//! and before they are read, so a flush writes one row a server, not
+//! three. Opening refuses a file that is not ours or not whole, and sets
+//! it aside.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -13,8 +15,36 @@ use super::rows::{Resolution, Row, Transition};
 
 /// `application_id` of mcpmon's history files ("mcph").
 const APPLICATION_ID: i64 = 0x6d63_7068;
-/// The schema's version (`user_version`).
-const SCHEMA: i64 = 1;
+/// The schema's version (`user_version`). 2: hours and days are rolled up
+/// from minutes past `meta.rolled`; 1 wrote all three at every flush.
+const SCHEMA: i64 = 2;
+
+/// How a row's deltas are added to a row already there: times and counts
+/// add up, the median is weighted by the latencies' count, the p95 is the
+/// worst. The same whether one flush or a roll-up of minutes adds them.
+const ADD: &str = "ON CONFLICT (server, res, t) DO UPDATE SET
+       healthy = healthy + excluded.healthy,
+       degraded = degraded + excluded.degraded,
+       down = down + excluded.down,
+       maintenance = maintenance + excluded.maintenance,
+       probes = probes + excluded.probes,
+       failures = failures + excluded.failures,
+       lat_p50 = CASE WHEN lat_count + excluded.lat_count = 0 THEN 0 ELSE
+         (lat_p50 * lat_count + excluded.lat_p50 * excluded.lat_count)
+           / (lat_count + excluded.lat_count) END,
+       lat_p95 = max(lat_p95, excluded.lat_p95),
+       lat_count = lat_count + excluded.lat_count";
+
+/// A row's columns from `healthy` on.
+const COLUMNS: &str =
+    "healthy, degraded, down, maintenance, probes, failures, lat_count, lat_p50, lat_p95";
+
+/// The same, summed over a group of rows as `ADD` adds them one at a time.
+const SUMS: &str = "sum(healthy), sum(degraded), sum(down), sum(maintenance),
+       sum(probes), sum(failures), sum(lat_count),
+       CASE WHEN sum(lat_count) = 0 THEN 0
+         ELSE sum(lat_p50 * lat_count) / sum(lat_count) END,
+       max(lat_p95)";
 
 /// Why the history file could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +86,8 @@ pub enum Found {
 /// An open history file.
 pub struct Store {
     db: Connection,
+    /// The latest minute whose rows are counted in their hour and day.
+    rolled: i64,
 }
 
 impl Store {
@@ -82,7 +114,6 @@ impl Store {
         db.pragma_update(None, "journal_mode", "WAL")?;
         db.pragma_update(None, "synchronous", "NORMAL")?;
         db.pragma_update(None, "application_id", APPLICATION_ID)?;
-        db.pragma_update(None, "user_version", SCHEMA)?;
         db.execute_batch(
             "CREATE TABLE IF NOT EXISTS rows (
                 server TEXT NOT NULL,
@@ -106,13 +137,26 @@ impl Store {
                 reason TEXT NOT NULL,
                 detail TEXT NOT NULL,
                 PRIMARY KEY (server, at)
-            ) WITHOUT ROWID;",
+            ) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS meta (
+                key TEXT PRIMARY KEY,
+                value INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            -- A file of schema 1 has every minute in its hour and day.
+            INSERT OR IGNORE INTO meta VALUES
+                ('rolled', (SELECT coalesce(max(t), 0) FROM rows WHERE res = 60));",
         )?;
-        Ok((Store { db }, found))
+        db.pragma_update(None, "user_version", SCHEMA)?;
+        let rolled = db.query_row("SELECT value FROM meta WHERE key = 'rolled'", [], |r| {
+            r.get(0)
+        })?;
+        Ok((Store { db, rolled }, found))
     }
 
-    /// Add `rows` (each at the minute it fell in) to their minute, hour and
-    /// day, and record `transitions`; one transaction.
+    /// Add `rows` (each at the minute it fell in) to their minutes, and
+    /// record `transitions`; one transaction. A row of a minute already
+    /// rolled up (a failed flush's, tried again; a clock set back) is added
+    /// to its hour and day too.
     pub fn flush(
         &mut self,
         rows: &[(String, i64, Row)],
@@ -120,23 +164,16 @@ impl Store {
     ) -> Result<(), StoreError> {
         let tx = self.db.transaction()?;
         {
-            let mut add = tx.prepare_cached(
-                "INSERT INTO rows VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-                 ON CONFLICT (server, res, t) DO UPDATE SET
-                   healthy = healthy + excluded.healthy,
-                   degraded = degraded + excluded.degraded,
-                   down = down + excluded.down,
-                   maintenance = maintenance + excluded.maintenance,
-                   probes = probes + excluded.probes,
-                   failures = failures + excluded.failures,
-                   lat_p50 = CASE WHEN lat_count + excluded.lat_count = 0 THEN 0 ELSE
-                     (lat_p50 * lat_count + excluded.lat_p50 * excluded.lat_count)
-                       / (lat_count + excluded.lat_count) END,
-                   lat_p95 = max(lat_p95, excluded.lat_p95),
-                   lat_count = lat_count + excluded.lat_count",
-            )?;
+            let mut add = tx.prepare_cached(&format!(
+                "INSERT INTO rows VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) {ADD}"
+            ))?;
             for (server, minute, r) in rows {
-                for res in Resolution::ALL {
+                let all = if *minute <= self.rolled {
+                    &Resolution::ALL[..]
+                } else {
+                    &Resolution::ALL[..1]
+                };
+                for res in all {
                     add.execute(params![
                         server,
                         res.seconds(),
@@ -163,11 +200,41 @@ impl Store {
         Ok(())
     }
 
-    /// Drop what is past each resolution's keep at `now`. It reads every
-    /// row, so the writer calls it once an hour, not at each flush.
-    pub fn prune(&mut self, now: SystemTime, retention: Duration) -> Result<(), StoreError> {
+    /// Add the minutes after the last roll-up, to `upto` (a minute's
+    /// start), to their hours and days, in SQLite: one statement a
+    /// resolution, however many servers. A minute written later than this
+    /// and not after `upto` is added by its flush (see `flush`).
+    pub fn roll_up(&mut self, upto: i64) -> Result<(), StoreError> {
+        if upto <= self.rolled {
+            return Ok(());
+        }
         let tx = self.db.transaction()?;
+        {
+            let mut roll = tx.prepare_cached(&format!(
+                "INSERT INTO rows SELECT server, ?1, t - t % ?1, {SUMS}
+                 FROM rows WHERE res = 60 AND t > ?2 AND t <= ?3
+                 GROUP BY server, t - t % ?1 {ADD}"
+            ))?;
+            for res in &Resolution::ALL[1..] {
+                roll.execute(params![res.seconds(), self.rolled, upto])?;
+            }
+        }
+        tx.execute(
+            "UPDATE meta SET value = ?1 WHERE key = 'rolled'",
+            params![upto],
+        )?;
+        tx.commit()?;
+        self.rolled = upto;
+        Ok(())
+    }
+
+    /// Roll the minutes up, then drop what is past each resolution's keep
+    /// at `now`. It reads every row, so the writer calls it once an hour,
+    /// not at each flush.
+    pub fn prune(&mut self, now: SystemTime, retention: Duration) -> Result<(), StoreError> {
         let now = unix(now);
+        self.roll_up(Resolution::Minute.start(now))?;
+        let tx = self.db.transaction()?;
         for res in Resolution::ALL {
             let keep = res.kept(retention).as_secs() as i64;
             tx.execute(
@@ -183,19 +250,33 @@ impl Store {
         Ok(())
     }
 
-    /// `server`'s rows of resolution `res` from `since` (unix seconds),
-    /// oldest first.
+    /// `server`'s rows of resolution `res` from `since` (unix seconds, the
+    /// start of a period), oldest first. Hours and days count the minutes
+    /// not rolled up yet too, read by the server's key.
     pub fn rows(
         &self,
         server: &str,
         res: Resolution,
         since: i64,
     ) -> Result<Vec<(i64, Row)>, StoreError> {
-        let mut q = self.db.prepare_cached(
-            "SELECT t, healthy, degraded, down, maintenance, probes, failures, lat_count, lat_p50, lat_p95
-             FROM rows WHERE server = ?1 AND res = ?2 AND t >= ?3 ORDER BY t",
-        )?;
-        let rows = q.query_map(params![server, res.seconds(), since], |r| {
+        let mut q;
+        let rows = if res == Resolution::Minute {
+            q = self.db.prepare_cached(&format!(
+                "SELECT t, {COLUMNS} FROM rows WHERE server = ?1 AND res = 60 AND t >= ?2 ORDER BY t"
+            ))?;
+            q.query(params![server, since])?
+        } else {
+            q = self.db.prepare_cached(&format!(
+                "SELECT t, {SUMS} FROM (
+                   SELECT t, {COLUMNS} FROM rows WHERE server = ?1 AND res = ?2 AND t >= ?3
+                   UNION ALL
+                   SELECT t - t % ?2 AS t, {COLUMNS} FROM rows
+                   WHERE server = ?1 AND res = 60 AND t > ?4 AND t >= ?3
+                 ) GROUP BY t ORDER BY t"
+            ))?;
+            q.query(params![server, res.seconds(), since, self.rolled])?
+        };
+        let rows = rows.mapped(|r| {
             Ok((
                 r.get::<_, i64>(0)?,
                 Row {
@@ -212,7 +293,7 @@ impl Store {
                     latency_p95_ms: r.get(9)?,
                 },
             ))
-        })?;
+        });
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

@@ -61,6 +61,156 @@ fn flushes_add_up_in_the_minute_the_hour_and_the_day() {
     assert!(s.rows("b", Resolution::Minute, 0).expect("rows").is_empty());
 }
 
+/// Rows of each resolution in the file, as written (not as read).
+fn written(s: &Store) -> [i64; 3] {
+    Resolution::ALL.map(|res| {
+        s.db.query_row(
+            "SELECT count(*) FROM rows WHERE res = ?1",
+            [res.seconds()],
+            |r| r.get(0),
+        )
+        .expect("count")
+    })
+}
+
+/// `server`'s hours and days as read: (start, healthy, down, probes,
+/// p50, p95) each.
+fn coarse(s: &Store, server: &str) -> Vec<(i64, f64, f64, u64, f64, f64)> {
+    [Resolution::Hour, Resolution::Day]
+        .into_iter()
+        .flat_map(|res| s.rows(server, res, 0).expect("rows"))
+        .map(|(t, r)| {
+            let p50 = round(r.latency_p50_ms);
+            (
+                t,
+                r.spent.healthy,
+                r.spent.down,
+                r.probes,
+                p50,
+                r.latency_p95_ms,
+            )
+        })
+        .collect()
+}
+
+/// Medians are means of floats, summed in another order by a roll-up.
+fn round(x: f64) -> f64 {
+    (x * 1e9).round() / 1e9
+}
+
+#[test]
+fn a_flush_writes_minutes_and_hours_and_days_are_rolled_up_from_them_once() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (mut s, _) = Store::open(&dir.path().join("h.db")).expect("open");
+    let hour = 1_796_000_400; // an hour's start
+    // Three minutes: two in one hour, one in the next.
+    s.flush(
+        &[
+            ("a".into(), hour + 60, row(60.0, 0.0, 4.0)),
+            ("b".into(), hour + 60, row(50.0, 10.0, 6.0)),
+        ],
+        &[],
+    )
+    .expect("flush");
+    s.flush(&[("a".into(), hour + 120, row(40.0, 20.0, 8.0))], &[])
+        .expect("flush");
+    s.flush(&[("a".into(), hour + 3600, row(60.0, 0.0, 2.0))], &[])
+        .expect("flush");
+    assert_eq!(written(&s), [4, 0, 0], "a flush writes its minutes only");
+    let day = Resolution::Day.start(hour);
+    let want: Vec<_> = expected_rows(hour, day)
+        .into_iter()
+        .map(|(t, h, d, p, p50, p95)| (t, h, d, p, round(p50), p95))
+        .collect();
+    assert_eq!(coarse(&s, "a"), want, "read before the roll-up");
+    s.roll_up(hour + 3600).expect("roll up");
+    assert_eq!(written(&s), [4, 3, 2], "a and b's hours and days");
+    assert_eq!(
+        coarse(&s, "a"),
+        want,
+        "read after it: nothing counted twice"
+    );
+    s.roll_up(hour + 3600).expect("roll up again");
+    assert_eq!(coarse(&s, "a"), want, "a second roll-up adds nothing");
+    assert_eq!(
+        coarse(&s, "b"),
+        vec![
+            (hour, 50.0, 10.0, 10, 3.0, 6.0),
+            (day, 50.0, 10.0, 10, 3.0, 6.0)
+        ]
+    );
+    // A minute already rolled up, written again (a failed flush's rows,
+    // tried later): counted in its hour and day, once.
+    s.flush(&[("b".into(), hour + 60, row(10.0, 0.0, 9.0))], &[])
+        .expect("flush");
+    s.roll_up(hour + 7200).expect("roll up");
+    assert_eq!(
+        coarse(&s, "b"),
+        vec![
+            (hour, 60.0, 10.0, 20, 3.75, 9.0),
+            (day, 60.0, 10.0, 20, 3.75, 9.0)
+        ]
+    );
+    // What is rolled up survives reopening.
+    drop(s);
+    let (s, _) = Store::open(&dir.path().join("h.db")).expect("reopen");
+    assert_eq!(coarse(&s, "a"), want);
+}
+
+/// `a`'s hours and day in the test above.
+fn expected_rows(hour: i64, day: i64) -> Vec<(i64, f64, f64, u64, f64, f64)> {
+    vec![
+        (hour, 100.0, 20.0, 20, 3.0, 8.0),
+        (hour + 3600, 60.0, 0.0, 10, 1.0, 2.0),
+        (day, 160.0, 20.0, 30, (2.0 + 4.0 + 1.0) / 3.0, 8.0),
+    ]
+}
+
+#[test]
+fn a_file_of_the_first_schema_is_not_counted_twice() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("h.db");
+    let hour = 1_796_000_400;
+    {
+        // As schema 1 left it: every minute in its hour and day already.
+        let db = Connection::open(&path).expect("create");
+        db.pragma_update(None, "application_id", APPLICATION_ID)
+            .expect("id");
+        db.pragma_update(None, "user_version", 1).expect("version");
+        db.execute_batch(
+            "CREATE TABLE rows (
+                server TEXT NOT NULL, res INTEGER NOT NULL, t INTEGER NOT NULL,
+                healthy REAL NOT NULL, degraded REAL NOT NULL, down REAL NOT NULL,
+                maintenance REAL NOT NULL, probes INTEGER NOT NULL,
+                failures INTEGER NOT NULL, lat_count INTEGER NOT NULL,
+                lat_p50 REAL NOT NULL, lat_p95 REAL NOT NULL,
+                PRIMARY KEY (server, res, t)
+            ) WITHOUT ROWID;",
+        )
+        .expect("schema 1");
+        for (res, t) in [
+            (60, hour + 60),
+            (3600, hour),
+            (86_400, Resolution::Day.start(hour)),
+        ] {
+            db.execute(
+                "INSERT INTO rows VALUES ('a', ?1, ?2, 60, 0, 0, 0, 6, 0, 6, 2, 4)",
+                params![res, t],
+            )
+            .expect("row");
+        }
+    }
+    let (mut s, found) = Store::open(&path).expect("open");
+    assert_eq!(found, Found::Ours);
+    s.roll_up(hour + 3600).expect("roll up");
+    let healthy: Vec<f64> = coarse(&s, "a").iter().map(|r| r.1).collect();
+    assert_eq!(healthy, [60.0, 60.0], "the hour and the day, once each");
+    s.flush(&[("a".into(), hour + 120, row(30.0, 0.0, 4.0))], &[])
+        .expect("flush");
+    let healthy: Vec<f64> = coarse(&s, "a").iter().map(|r| r.1).collect();
+    assert_eq!(healthy, [90.0, 90.0], "and a new minute in them");
+}
+
 #[test]
 fn rows_past_their_resolution_s_keep_are_dropped() {
     let dir = tempfile::tempdir().expect("tmp");
