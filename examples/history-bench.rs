@@ -6,7 +6,9 @@
 //!
 //! - the file's size, in all and per server;
 //! - the write path: the CPU of one flush of 1 000 servers' rows, as a
-//!   share of a core at the default one flush a minute;
+//!   share of a core at the default one flush a minute, and as a ratio
+//!   to the same flush writing every row's hour and day too (the baseline,
+//!   measured in the same run);
 //! - a server's status page with its 90 days, against the same page with
 //!   history off, served by the real binary in the same run (a ratio).
 
@@ -92,15 +94,26 @@ fn main() {
     }
     store.prune(at(end), retention).expect("prune");
     let generated = started.elapsed();
-    // The write path: flushes as the writer makes them, one a minute.
-    let reps = 20;
-    let cpu0 = cpu_seconds();
+    // The write path: flushes as the writer makes them, one a minute, to
+    // minutes after the last roll-up (at `end`'s minute). Each is paired
+    // with the baseline, in the same file and run: a flush of minutes
+    // already rolled up (the day before the last, whose minutes are
+    // pruned), which writes each row into its minute, hour and day, as
+    // every flush did before hours and days were rolled up.
+    let reps = 60; // an hour of minutes, which the roll-up below takes
+    let next = end - end.rem_euclid(60) + 60;
+    let (mut flush_cpu, mut three_cpu) = (0.0, 0.0);
     for r in 0..reps {
-        let t = end + r * 60;
-        let rows = rows_at(t, 60.0);
-        store.flush(&rows, &[]).expect("flush");
+        for (t, spent) in [
+            (next + r * 60, &mut flush_cpu),
+            (end - 2 * 86_400 + r * 60, &mut three_cpu),
+        ] {
+            let rows = rows_at(t, 60.0);
+            let cpu0 = cpu_seconds();
+            store.flush(&rows, &[]).expect("flush");
+            *spent += (cpu_seconds() - cpu0) / reps as f64;
+        }
     }
-    let flush_cpu = (cpu_seconds() - cpu0) / reps as f64;
     drop(store);
     let size = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0)
         + std::fs::metadata(dir.path().join("fleet.history.db-wal"))
@@ -122,16 +135,27 @@ fn main() {
         opening.elapsed().as_secs_f64()
     );
     let cpu1 = cpu_seconds();
-    store.prune(at(end + reps * 60), retention).expect("prune");
+    store.roll_up(next + reps * 60).expect("roll up");
+    let roll_cpu = cpu_seconds() - cpu1;
+    let cpu1 = cpu_seconds();
+    store.prune(at(next + reps * 60), retention).expect("prune");
     let prune_cpu = cpu_seconds() - cpu1;
     drop(store);
     println!(
         "write path: {:.1} ms CPU per flush of {SERVERS} servers, {:.3}% of a core at one flush a minute; \
-         the hourly prune {:.0} ms, {:.3}% of a core",
+         the hourly roll-up {:.0} ms and prune {:.0} ms, {:.3}% of a core",
         flush_cpu * 1000.0,
         flush_cpu / 60.0 * 100.0,
+        roll_cpu * 1000.0,
         prune_cpu * 1000.0,
-        prune_cpu / 3600.0 * 100.0
+        (roll_cpu + prune_cpu) / 3600.0 * 100.0
+    );
+    println!(
+        "a flush writing each row's minute, hour and day: {:.1} ms CPU; minutes only = {:.2}x of it; \
+         with the roll-up's share, {:.2}x",
+        three_cpu * 1000.0,
+        flush_cpu / three_cpu,
+        (flush_cpu + roll_cpu / 60.0) / three_cpu
     );
 
     // The page, served by the real binary: with the history, and without.
