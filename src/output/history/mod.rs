@@ -334,7 +334,7 @@ pub async fn run(
         let minute = Resolution::Minute.start(unix(now));
         let rows: Rows = rows.into_iter().map(|(id, r)| (id, minute, r)).collect();
         let retention = history.retention;
-        // Pruning reads every row: once an hour, and at the start.
+        // Rolling up and pruning: once an hour, and at the start.
         let prune = pruned.is_none_or(|at: tokio::time::Instant| at.elapsed() >= PRUNE_EVERY);
         if prune {
             pruned = Some(tokio::time::Instant::now());

@@ -35,6 +35,14 @@ const ADD: &str = "ON CONFLICT (server, res, t) DO UPDATE SET
        lat_p95 = max(lat_p95, excluded.lat_p95),
        lat_count = lat_count + excluded.lat_count";
 
+/// The rows' statistics, from a sample (`analysis_limit`, about a
+/// millisecond whatever the file's size). Knowing a server has thousands
+/// of rows, SQLite reads a resolution's rows in a time range (the
+/// roll-up, the prune, the days read at start) by seeking each server's
+/// instead of reading every row of the file: 460 ms a roll-up of an hour
+/// at 1 000 servers' 90 days before, `examples/history-bench.rs`.
+const STATS: &str = "PRAGMA analysis_limit = 1000; ANALYZE rows;";
+
 /// A row's columns from `healthy` on.
 const COLUMNS: &str =
     "healthy, degraded, down, maintenance, probes, failures, lat_count, lat_p50, lat_p95";
@@ -147,6 +155,7 @@ impl Store {
                 ('rolled', (SELECT coalesce(max(t), 0) FROM rows WHERE res = 60));",
         )?;
         db.pragma_update(None, "user_version", SCHEMA)?;
+        db.execute_batch(STATS)?;
         let rolled = db.query_row("SELECT value FROM meta WHERE key = 'rolled'", [], |r| {
             r.get(0)
         })?;
@@ -229,9 +238,10 @@ impl Store {
     }
 
     /// Roll the minutes up, then drop what is past each resolution's keep
-    /// at `now`. It reads every row, so the writer calls it once an hour,
-    /// not at each flush.
+    /// at `now`. The writer calls it once an hour, not at each flush.
     pub fn prune(&mut self, now: SystemTime, retention: Duration) -> Result<(), StoreError> {
+        // A file that started empty has grown since it was opened.
+        self.db.execute_batch(STATS)?;
         let now = unix(now);
         self.roll_up(Resolution::Minute.start(now))?;
         let tx = self.db.transaction()?;
