@@ -594,15 +594,16 @@ def idle(duration, reps):
 
 
 # The guard's bounds, as ratios measured in the same window (never times):
-# set from runs on this machine's size (docs/benchmarks.md, "The guard,
-# paired"), with room for the 1.5× by which two machines of one size have
-# differed in these ratios. A change that moves a ratio past one fails CI.
+# set from runs on two machines of this size (docs/benchmarks.md, "The
+# guard, paired" and "The guard on a second machine"), which differ by
+# 1.45× in the floor ratio, with a fifth of room over the dearer one. A
+# change that moves a ratio past one fails CI.
 CHECK_N = 200
 CHECK_REPS = 3
 CHECK_DURATION = 8.0
 # mcpmon's CPU per ping at most this many times the raw floor client's
-# (measured 1.56-1.57×).
-CHECK_MAX_FLOOR_RATIO = 2.4
+# (measured 1.56-1.75× on one machine, 2.26-2.30× on another).
+CHECK_MAX_FLOOR_RATIO = 2.8
 # The TypeScript SDK client's CPU per ping at least this many times mcpmon's
 # (measured 10.55-10.80×).
 CHECK_MIN_TS_ADVANTAGE = 6.0
