@@ -2,9 +2,9 @@
 //! resolutions (minute, hour, day) and the state transitions. Each flush
 //! is one transaction that adds its deltas to their minutes' rows; the
 //! hours and days are rolled up from the minutes in SQLite, once an hour
-//! and before they are read, so a flush writes one row a server, not
-//! three. Opening refuses a file that is not ours or not whole, and sets
-//! it aside.
+//! and at start, and a read of them adds the minutes not rolled up yet,
+//! so a flush writes one row a server, not three. Opening refuses a file
+//! that is not ours or not whole, and sets it aside.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -39,8 +39,9 @@ const ADD: &str = "ON CONFLICT (server, res, t) DO UPDATE SET
 /// millisecond whatever the file's size). Knowing a server has thousands
 /// of rows, SQLite reads a resolution's rows in a time range (the
 /// roll-up, the prune, the days read at start) by seeking each server's
-/// instead of reading every row of the file: 460 ms a roll-up of an hour
-/// at 1 000 servers' 90 days before, `examples/history-bench.rs`.
+/// instead of reading every row of the file. In `history-bench` (1 000
+/// servers' 90 days) the hourly roll-up went from 460 to 150 ms with them,
+/// the prune from 540 to 140 ms.
 const STATS: &str = "PRAGMA analysis_limit = 1000; ANALYZE rows;";
 
 /// A row's columns from `healthy` on.
